@@ -1,0 +1,152 @@
+package ofi
+
+/*
+#include "ofi.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// EventKind says what an event-queue entry reports.
+type EventKind int
+
+// The connection-management events netio handles.
+const (
+	EventConnReq   EventKind = iota + 1 // a peer asks to connect to a passive endpoint
+	EventConnected                      // a connection is established
+	EventShutdown                       // the peer shut the connection down
+	EventError                          // an asynchronous error (refused, unreachable...)
+	EventOther                          // any other event, ignored by netio
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventConnReq:
+		return "FI_CONNREQ"
+	case EventConnected:
+		return "FI_CONNECTED"
+	case EventShutdown:
+		return "FI_SHUTDOWN"
+	case EventError:
+		return "error"
+	}
+	return "other"
+}
+
+// maxCMData is the most private data libfabric carries on any provider here.
+const maxCMData = 256
+
+// Event is one entry read from an event queue.
+type Event struct {
+	Kind EventKind
+	// Context is the token given to OpenEndpoint or OpenPassiveEndpoint for
+	// the endpoint the event is about (0 if none).
+	Context uint64
+	// Info is set for EventConnReq: it must be handed to OpenEndpoint and
+	// Accept, or to Reject, and then freed.
+	Info *Info
+	// Err is set for EventError.
+	Err *AsyncError
+
+	data  [maxCMData]byte
+	ndata int
+}
+
+// PrivateData is the connection data the peer sent with connect or accept.
+// It is valid until the Event is reused.
+func (e *Event) PrivateData() []byte { return e.data[:e.ndata] }
+
+// EQ is an event queue (fi_eq) with a file-descriptor wait object: it
+// reports connection requests, established connections, shutdowns and
+// connection errors for the endpoints bound to it.
+type EQ struct {
+	c   *C.struct_fid_eq
+	buf unsafe.Pointer // C memory: fi_eq_cm_entry plus private data
+	fd  int
+}
+
+// OpenEQ opens an event queue of the given depth on f.
+func (f *Fabric) OpenEQ(size int) (*EQ, error) {
+	q := &EQ{}
+	if err := check("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), &q.c)); err != nil {
+		return nil, err
+	}
+	var fd C.int
+	if err := check("fi_control(FI_GETWAIT)", C.netio_getwait_fd(&q.c.fid, &fd)); err != nil {
+		C.netio_close(&q.c.fid)
+		return nil, err
+	}
+	q.fd = int(fd)
+	q.buf = C.calloc(1, C.sizeof_struct_fi_eq_cm_entry+maxCMData)
+	return q, nil
+}
+
+func (q *EQ) fid() uintptr { return uintptr(unsafe.Pointer(&q.c.fid)) }
+
+// FD is the wait file descriptor: readable when the queue may have events.
+// It belongs to the queue; do not close it.
+func (q *EQ) FD() int { return q.fd }
+
+// Read reads one event into ev. It returns false with a nil error when the
+// queue is empty.
+func (q *EQ) Read(ev *Event) (bool, error) {
+	var event C.uint32_t
+	var ctx C.uint64_t
+	var info *C.struct_fi_info
+	n := C.netio_eq_read(q.c, &event, q.buf, C.sizeof_struct_fi_eq_cm_entry+maxCMData, &ctx, &info)
+	*ev = Event{}
+	switch {
+	case n == -C.FI_EAGAIN:
+		return false, nil
+	case n == -C.FI_EAVAIL:
+		return q.readErr(ev)
+	case n < 0:
+		return false, &Error{Op: "fi_eq_read", Err: Errno(-n)}
+	}
+	ev.Context = uint64(ctx)
+	switch event {
+	case C.FI_CONNREQ:
+		ev.Kind = EventConnReq
+		ev.Info = &Info{c: info, owned: true}
+	case C.FI_CONNECTED:
+		ev.Kind = EventConnected
+	case C.FI_SHUTDOWN:
+		ev.Kind = EventShutdown
+	default:
+		ev.Kind = EventOther
+	}
+	if d := int(n) - C.sizeof_struct_fi_eq_cm_entry; d > 0 && event != C.FI_SHUTDOWN {
+		ev.ndata = copy(ev.data[:], unsafe.Slice((*byte)(unsafe.Add(q.buf, C.sizeof_struct_fi_eq_cm_entry)), d))
+	}
+	return true, nil
+}
+
+func (q *EQ) readErr(ev *Event) (bool, error) {
+	var ctx C.uint64_t
+	var e, pe C.int
+	var msg [128]C.char
+	n := C.netio_eq_readerr(q.c, &ctx, &e, &pe, &msg[0], C.size_t(len(msg)))
+	if n == -C.FI_EAGAIN {
+		return false, nil
+	}
+	if n < 0 {
+		return false, &Error{Op: "fi_eq_readerr", Err: Errno(-n)}
+	}
+	ev.Kind = EventError
+	ev.Context = uint64(ctx)
+	ev.Err = &AsyncError{Err: Errno(e), ProvErrno: int(pe), ProvMsg: C.GoString(&msg[0])}
+	return true, nil
+}
+
+// Close closes the queue; the endpoints bound to it must be closed first.
+func (q *EQ) Close() error {
+	if q.c == nil {
+		return nil
+	}
+	err := check("fi_close(eq)", C.netio_close(&q.c.fid))
+	C.free(q.buf)
+	q.c, q.buf = nil, nil
+	return err
+}

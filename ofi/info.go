@@ -1,0 +1,195 @@
+package ofi
+
+/*
+#include "ofi.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Hints select the providers and endpoints GetInfo returns. netio always
+// asks for reliable connected endpoints (FI_EP_MSG) with send/receive
+// messaging, FI_THREAD_DOMAIN, and declares every memory-registration mode
+// it honours (local registration of mmap'd buffers with descriptors,
+// provider keys, virtual addresses), so that providers such as verbs that
+// require them are offered too.
+type Hints struct {
+	// Provider names the provider ("tcp", "verbs", "sockets", "tcp;ofi_rxm"...);
+	// "" accepts any.
+	Provider string
+	// Node and Service are the host and port. For a listener they are the
+	// local address to bind (Source is true); for a connection the peer.
+	Node, Service string
+	// Source says Node and Service are a local address (FI_SOURCE).
+	Source bool
+}
+
+// The memory registration modes netio supports: it registers every buffer
+// (FI_MR_LOCAL), only registers memory it allocated (FI_MR_ALLOCATED), and
+// passes whatever key and address the provider chooses.
+const supportedMRMode = C.FI_MR_LOCAL | C.FI_MR_VIRT_ADDR | C.FI_MR_ALLOCATED | C.FI_MR_PROV_KEY
+
+// Info is one entry returned by GetInfo or carried by a connection request:
+// a provider, fabric, domain and endpoint description. An Info obtained from
+// GetInfo belongs to its InfoList; one from a connection request must be
+// passed to Accept (through OpenEndpoint) or Reject and then freed.
+type Info struct {
+	c     *C.struct_fi_info
+	owned bool // freed by Free (connection requests); list entries are freed with the list
+}
+
+// InfoList is the result of GetInfo; Free releases every Info in it.
+type InfoList struct {
+	head    *C.struct_fi_info
+	Entries []*Info
+}
+
+// ErrSpinningProvider is returned by GetInfo when the only matching
+// providers are versions known to spin: their wait objects never let a
+// thread sleep, so an idle reactor would burn a core.
+var ErrSpinningProvider = errors.New("ofi: provider version busy-polls (libfabric 'net' before 1.19 or 'tcp' 1.18); upgrade libfabric or pick another provider")
+
+// GetInfo asks libfabric for the endpoints matching h. Entries whose
+// provider version is known to spin (see Spins) are dropped.
+func GetInfo(h Hints) (*InfoList, error) {
+	prov := cstring(h.Provider)
+	defer freeCString(prov)
+	hints := C.netio_hints(prov, C.FI_MSG|C.FI_SEND|C.FI_RECV, supportedMRMode, C.FI_RX_CQ_DATA)
+	if hints == nil {
+		return nil, &Error{Op: "fi_allocinfo", Err: Errno(C.FI_ENOMEM)}
+	}
+	defer C.fi_freeinfo(hints)
+	node, service := cstring(h.Node), cstring(h.Service)
+	defer freeCString(node)
+	defer freeCString(service)
+	var flags C.uint64_t
+	if h.Source {
+		flags |= C.FI_SOURCE
+	}
+	var res *C.struct_fi_info
+	if err := check("fi_getinfo", C.fi_getinfo(C.uint32_t(APIVersion), node, service, flags, hints, &res)); err != nil {
+		return nil, err
+	}
+	l := &InfoList{head: res}
+	spinning := 0
+	for p := res; p != nil; p = p.next {
+		i := &Info{c: p}
+		if i.Spins() {
+			spinning++
+			continue
+		}
+		l.Entries = append(l.Entries, i)
+	}
+	if len(l.Entries) == 0 {
+		l.Free()
+		if spinning > 0 {
+			return nil, ErrSpinningProvider
+		}
+		return nil, &Error{Op: "fi_getinfo", Err: ENODATA}
+	}
+	return l, nil
+}
+
+// Free releases the list; its entries must not be used afterwards.
+func (l *InfoList) Free() {
+	if l.head != nil {
+		C.fi_freeinfo(l.head)
+		l.head = nil
+		l.Entries = nil
+	}
+}
+
+// Free releases an Info that came with a connection request.
+func (i *Info) Free() {
+	if i.owned && i.c != nil {
+		C.fi_freeinfo(i.c)
+		i.c = nil
+	}
+}
+
+// Provider is the provider's name, e.g. "tcp" or "tcp;ofi_rxm".
+func (i *Info) Provider() string { return C.GoString(i.c.fabric_attr.prov_name) }
+
+// ProviderVersion is the provider's own version.
+func (i *Info) ProviderVersion() Version { return Version(i.c.fabric_attr.prov_version) }
+
+// FabricName is the fabric's name (for tcp, a subnet such as "127.0.0.0/8").
+func (i *Info) FabricName() string { return C.GoString(i.c.fabric_attr.name) }
+
+// DomainName is the domain's name (for tcp, an interface such as "lo").
+func (i *Info) DomainName() string { return C.GoString(i.c.domain_attr.name) }
+
+// MRMode is the memory registration mode the provider requires.
+func (i *Info) MRMode() uint64 { return uint64(i.c.domain_attr.mr_mode) }
+
+// NeedsRegistration reports whether local buffers must be registered.
+func (i *Info) NeedsRegistration() bool { return i.c.domain_attr.mr_mode&C.FI_MR_LOCAL != 0 }
+
+// ProviderKeys reports whether the provider chooses memory keys (FI_MR_PROV_KEY).
+func (i *Info) ProviderKeys() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
+
+// TxSize is the depth of the transmit queue.
+func (i *Info) TxSize() int { return int(i.c.tx_attr.size) }
+
+// RxSize is the depth of the receive queue.
+func (i *Info) RxSize() int { return int(i.c.rx_attr.size) }
+
+// InjectSize is the largest message fi_inject accepts.
+func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
+
+// MaxMsgSize is the largest message one send may carry.
+func (i *Info) MaxMsgSize() uint64 { return uint64(i.c.ep_attr.max_msg_size) }
+
+// CMDataSize is how many bytes of private data connect and accept carry.
+func (i *Info) CMDataSize() int {
+	// Not in the info attributes; FI_OPT_CM_DATA_SIZE needs an endpoint.
+	// 55 bytes is the smallest in use (verbs over rdma_cm).
+	return 55
+}
+
+// SourceAddr is the local address of the entry, if it has one.
+func (i *Info) SourceAddr() (netip.AddrPort, bool) {
+	return sockaddr(unsafe.Pointer(i.c.src_addr), int(i.c.src_addrlen))
+}
+
+// DestAddr is the peer address of the entry, if it has one.
+func (i *Info) DestAddr() (netip.AddrPort, bool) {
+	return sockaddr(unsafe.Pointer(i.c.dest_addr), int(i.c.dest_addrlen))
+}
+
+// Spins reports whether this provider version is known to busy-poll: the
+// 'net' provider before 1.19 and 'tcp' 1.18 (the same code renamed) return
+// 0 from fi_trywait yet never let the wait fd settle.
+func (i *Info) Spins() bool {
+	name, _, _ := strings.Cut(i.Provider(), ";")
+	v := i.ProviderVersion()
+	switch name {
+	case "net":
+		return v < MakeVersion(119, 0)
+	case "tcp":
+		return v >= MakeVersion(118, 0) && v < MakeVersion(119, 0)
+	}
+	return false
+}
+
+var tostrMu sync.Mutex // fi_tostr returns a static buffer
+
+// String is fi_tostr's description of the entry.
+func (i *Info) String() string {
+	tostrMu.Lock()
+	defer tostrMu.Unlock()
+	return C.GoString(C.fi_tostr(unsafe.Pointer(i.c), C.FI_TYPE_INFO))
+}
+
+// Summary is a one-line description: provider, fabric, domain, address.
+func (i *Info) Summary() string {
+	a, _ := i.SourceAddr()
+	return fmt.Sprintf("%s %s fabric=%q domain=%q src=%v mr_mode=%#x", i.Provider(), i.ProviderVersion(), i.FabricName(), i.DomainName(), a, i.MRMode())
+}

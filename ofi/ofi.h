@@ -1,0 +1,168 @@
+// Small C helpers for the ofi package: libfabric's API is made of static
+// inline functions and void* contexts; these keep the conversions in one
+// place so that the Go side passes only integers and C handles.
+#ifndef NETIO_OFI_H
+#define NETIO_OFI_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+static inline uint32_t netio_api_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
+
+// netio_segment describes one buffer of a batch: an offset and length
+// within a registered region, and the 64-bit token reported on completion.
+typedef struct {
+	uint64_t offset;
+	uint64_t len;
+	uint64_t token;
+} netio_segment;
+
+static inline struct fi_info *netio_hints(const char *prov, uint64_t caps, int mr_mode, uint64_t mode) {
+	struct fi_info *h = fi_allocinfo();
+	if (!h) return NULL;
+	h->caps = caps;
+	h->mode = mode;
+	h->ep_attr->type = FI_EP_MSG;
+	h->domain_attr->mr_mode = mr_mode;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	if (prov) h->fabric_attr->prov_name = strdup(prov);
+	return h;
+}
+
+static inline int netio_fabric(struct fi_info *info, struct fid_fabric **f) {
+	return fi_fabric(info->fabric_attr, f, NULL);
+}
+
+static inline int netio_passive_ep(struct fid_fabric *f, struct fi_info *info, struct fid_pep **pep, uint64_t ctx) {
+	return fi_passive_ep(f, info, pep, (void *)(uintptr_t)ctx);
+}
+
+static inline int netio_endpoint(struct fid_domain *d, struct fi_info *info, struct fid_ep **ep, uint64_t ctx) {
+	return fi_endpoint(d, info, ep, (void *)(uintptr_t)ctx);
+}
+
+static inline int netio_eq_open(struct fid_fabric *f, size_t size, struct fid_eq **eq) {
+	struct fi_eq_attr attr = {0};
+	attr.size = size;
+	attr.wait_obj = FI_WAIT_FD;
+	return fi_eq_open(f, &attr, eq, NULL);
+}
+
+static inline int netio_cq_open(struct fid_domain *d, size_t size, struct fid_cq **cq) {
+	struct fi_cq_attr attr = {0};
+	attr.size = size;
+	attr.format = FI_CQ_FORMAT_DATA;
+	attr.wait_obj = FI_WAIT_FD;
+	return fi_cq_open(d, &attr, cq, NULL);
+}
+
+static inline int netio_getwait_fd(struct fid *fid, int *fd) {
+	return fi_control(fid, FI_GETWAIT, fd);
+}
+
+// netio_eq_read reads one event. For CM events it fills fields of the
+// entry; the caller passes a buffer big enough for the entry plus private
+// data. The context of the endpoint that produced the event is returned in
+// *ctx (0 when the event has no fid).
+static inline ssize_t netio_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t *ctx, struct fi_info **info) {
+	ssize_t n = fi_eq_read(eq, event, buf, len, 0);
+	if (n < 0) return n;
+	struct fi_eq_cm_entry *e = buf;
+	*ctx = (e->fid && e->fid->context) ? (uint64_t)(uintptr_t)e->fid->context : 0;
+	*info = e->info;
+	return n;
+}
+
+static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, int *err, int *prov_errno, char *msg, size_t msglen) {
+	struct fi_eq_err_entry e;
+	memset(&e, 0, sizeof e);
+	ssize_t n = fi_eq_readerr(eq, &e, 0);
+	if (n < 0) return n;
+	*ctx = (e.fid && e.fid->context) ? (uint64_t)(uintptr_t)e.fid->context : 0;
+	*err = e.err;
+	*prov_errno = e.prov_errno;
+	msg[0] = 0;
+	if (e.prov_errno) {
+		const char *s = fi_eq_strerror(eq, e.prov_errno, e.err_data, NULL, 0);
+		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
+	}
+	return n;
+}
+
+static inline ssize_t netio_cq_readerr(struct fid_cq *cq, uint64_t *ctx, uint64_t *flags, uint64_t *len, int *err, int *prov_errno, char *msg, size_t msglen) {
+	struct fi_cq_err_entry e;
+	memset(&e, 0, sizeof e);
+	ssize_t n = fi_cq_readerr(cq, &e, 0);
+	if (n < 0) return n;
+	*ctx = (uint64_t)(uintptr_t)e.op_context;
+	*flags = e.flags;
+	*len = e.len;
+	*err = e.err;
+	*prov_errno = e.prov_errno;
+	msg[0] = 0;
+	if (e.prov_errno) {
+		const char *s = fi_cq_strerror(cq, e.prov_errno, e.err_data, NULL, 0);
+		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
+	}
+	return n;
+}
+
+static inline int netio_connect(struct fid_ep *ep, struct fi_info *info, const void *data, size_t len) {
+	return fi_connect(ep, info->dest_addr, data, len);
+}
+
+static inline int netio_mr_reg(struct fid_domain *d, void *buf, size_t len, uint64_t access, uint64_t key, struct fid_mr **mr, void **desc) {
+	int ret = fi_mr_reg(d, buf, len, access, 0, key, 0, mr, NULL);
+	if (ret == 0) *desc = fi_mr_desc(*mr);
+	return ret;
+}
+
+// netio_post_recvs posts n receives in one call. It stops at the first
+// failure and returns it; *posted says how many went in.
+static inline ssize_t netio_post_recvs(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n, size_t *posted) {
+	size_t i;
+	for (i = 0; i < n; i++) {
+		ssize_t ret = fi_recv(ep, base + segs[i].offset, segs[i].len, desc, 0, (void *)(uintptr_t)segs[i].token);
+		if (ret) { *posted = i; return ret; }
+	}
+	*posted = n;
+	return 0;
+}
+
+// netio_post_sends is netio_post_recvs for sends.
+static inline ssize_t netio_post_sends(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n, size_t *posted) {
+	size_t i;
+	for (i = 0; i < n; i++) {
+		ssize_t ret = fi_send(ep, base + segs[i].offset, segs[i].len, desc, 0, (void *)(uintptr_t)segs[i].token);
+		if (ret) { *posted = i; return ret; }
+	}
+	*posted = n;
+	return 0;
+}
+
+static inline ssize_t netio_cq_read(struct fid_cq *cq, void *buf, size_t count) {
+	return fi_cq_read(cq, buf, count);
+}
+
+static inline int netio_trywait(struct fid_fabric *f, uintptr_t *fids, int count) {
+	return fi_trywait(f, (struct fid **)fids, count);
+}
+
+static inline int netio_getname(struct fid *fid, void *addr, size_t *len) {
+	return fi_getname(fid, addr, len);
+}
+
+static inline int netio_getpeer(struct fid_ep *ep, void *addr, size_t *len) {
+	return fi_getpeer(ep, addr, len);
+}
+
+static inline int netio_close(struct fid *fid) { return fi_close(fid); }
+
+#endif

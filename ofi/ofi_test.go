@@ -1,0 +1,340 @@
+package ofi_test
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/netio-go/netio/internal/leakcheck"
+	"github.com/netio-go/netio/internal/ofipair"
+	"github.com/netio-go/netio/ofi"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func TestGetInfoListen(t *testing.T) {
+	l, err := ofi.GetInfo(ofi.Hints{Provider: "tcp", Node: "127.0.0.1", Service: "0", Source: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Free()
+	i := l.Entries[0]
+	if got := i.Provider(); got != "tcp" {
+		t.Errorf("provider %q, want tcp", got)
+	}
+	if a, ok := i.SourceAddr(); !ok || a.Addr().String() != "127.0.0.1" {
+		t.Errorf("source address %v %v, want 127.0.0.1", a, ok)
+	}
+	if i.TxSize() <= 0 || i.RxSize() <= 0 {
+		t.Errorf("tx %d rx %d", i.TxSize(), i.RxSize())
+	}
+	if i.Spins() {
+		t.Errorf("Debian's tcp %v reported as spinning", i.ProviderVersion())
+	}
+	if !strings.Contains(i.String(), "FI_EP_MSG") {
+		t.Errorf("fi_tostr lacks FI_EP_MSG:\n%s", i.String())
+	}
+}
+
+func TestGetInfoErrors(t *testing.T) {
+	_, err := ofi.GetInfo(ofi.Hints{Provider: "no-such-provider", Node: "127.0.0.1", Service: "0", Source: true})
+	if !errors.Is(err, ofi.ENODATA) {
+		t.Errorf("unknown provider: %v, want ENODATA", err)
+	}
+	_, err = ofi.GetInfo(ofi.Hints{Provider: "tcp", Node: "no-such-host.invalid", Service: "1"})
+	if err == nil {
+		t.Error("bad host name resolved")
+	}
+	var oe *ofi.Error
+	if !errors.As(err, &oe) || oe.Op != "fi_getinfo" {
+		t.Errorf("error %v is not an *ofi.Error from fi_getinfo", err)
+	}
+}
+
+func TestSpinningProviderRefused(t *testing.T) {
+	// Debian 12 ships the 'net' provider of 1.17, which never lets a thread sleep.
+	_, err := ofi.GetInfo(ofi.Hints{Provider: "net", Node: "127.0.0.1", Service: "0", Source: true})
+	if ofi.LibraryVersion() < ofi.MakeVersion(1, 19) && !errors.Is(err, ofi.ErrSpinningProvider) && !errors.Is(err, ofi.ENODATA) {
+		t.Errorf("net provider of %v: %v, want ErrSpinningProvider", ofi.LibraryVersion(), err)
+	}
+}
+
+func TestErrnoIs(t *testing.T) {
+	err := error(&ofi.Error{Op: "fi_connect", Err: ofi.ECONNREFUSED})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Error("ECONNREFUSED does not match syscall.ECONNREFUSED")
+	}
+	if errors.Is(error(ofi.ETRUNC), syscall.Errno(ofi.ETRUNC)) {
+		t.Error("a libfabric-only errno matched a POSIX errno")
+	}
+	if !strings.Contains(ofi.ETRUNC.Error(), "runcat") {
+		t.Errorf("ETRUNC text %q", ofi.ETRUNC.Error())
+	}
+}
+
+func TestPassiveEndpointPortZero(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.ServerAddr.Port() == 0 {
+		t.Fatal("port 0 was not replaced by the bound port")
+	}
+	// The bound port is really taken: a second listener on it fails.
+	l, err := ofi.GetInfo(ofi.Hints{Provider: "tcp", Node: "127.0.0.1", Service: strconv.Itoa(int(p.ServerAddr.Port())), Source: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Free()
+	pep, err := p.Fabric.OpenPassiveEndpoint(l.Entries[0], 9)
+	if err == nil {
+		pep.Close()
+		t.Fatal("second passive endpoint on a busy port succeeded")
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("busy port: %v, want EADDRINUSE", err)
+	}
+}
+
+func TestSendRecvBatch(t *testing.T) {
+	const n, size = 32, 4096
+	var recvs []ofi.Segment
+	for i := 0; i < n; i++ {
+		recvs = append(recvs, ofi.Segment{Offset: uint64(i * size), Len: size, Token: uint64(1000 + i)})
+	}
+	p, err := ofipair.New(ofipair.Options{ServerRecv: recvs, ClientData: []byte("hello"), ServerData: []byte("welcome")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if string(p.ClientData) != "hello" || string(p.ServerData) != "welcome" {
+		t.Errorf("private data: server got %q, client got %q", p.ClientData, p.ServerData)
+	}
+	mem := p.Client.Region.Bytes()
+	var sends []ofi.Segment
+	for i := 0; i < n; i++ {
+		msg := mem[i*size : i*size+100+i]
+		for j := range msg {
+			msg[j] = byte(i + j)
+		}
+		sends = append(sends, ofi.Segment{Offset: uint64(i * size), Len: uint64(len(msg)), Token: uint64(i)})
+	}
+	if k, err := p.Client.Endpoint.PostSend(p.Client.Region, sends); k != n || err != nil {
+		t.Fatalf("PostSend: %d, %v", k, err)
+	}
+	got := make([]ofi.Completion, n)
+	sent := make([]ofi.Completion, n)
+	// Manual progress: both sides are polled until everything completed.
+	deadline := time.Now().Add(5 * time.Second)
+	var ns, nr int
+	for (ns < n || nr < n) && time.Now().Before(deadline) {
+		k, err := p.Client.CQ.Read(sent[ns:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns += k
+		k, err = p.Server.CQ.Read(got[nr:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		nr += k
+	}
+	if ns != n || nr != n {
+		t.Fatalf("%d sends and %d receives completed, want %d", ns, nr, n)
+	}
+	for i, c := range got {
+		if c.Token != uint64(1000+i) || c.Len != uint64(100+i) || c.Flags&ofi.FlagRecv == 0 {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+		want := mem[i*size : i*size+100+i]
+		if b := p.Server.Region.Bytes()[i*size : i*size+int(c.Len)]; !bytes.Equal(b, want) {
+			t.Fatalf("message %d corrupted", i)
+		}
+	}
+	for i, c := range sent {
+		if c.Token != uint64(i) || c.Flags&ofi.FlagSend == 0 {
+			t.Fatalf("send completion %d: %+v", i, c)
+		}
+	}
+}
+
+func TestSegmentOutsideRegion(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{RegionSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Client.Endpoint.PostSend(p.Client.Region, []ofi.Segment{{Offset: 4000, Len: 200}}); err == nil {
+		t.Fatal("a send past the end of its region was posted")
+	}
+}
+
+func TestTruncatedReceive(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{ServerRecv: []ofi.Segment{{Offset: 0, Len: 16, Token: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Client.Endpoint.PostSend(p.Client.Region, []ofi.Segment{{Len: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf [4]ofi.Completion
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		p.Client.CQ.Read(buf[:])
+		_, err := p.Server.CQ.Read(buf[:])
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ofi.EAVAIL) {
+			t.Fatalf("Read: %v, want EAVAIL", err)
+		}
+		var ce ofi.CompletionError
+		ok, err := p.Server.CQ.ReadError(&ce)
+		if !ok || err != nil {
+			t.Fatalf("ReadError: %v %v", ok, err)
+		}
+		if ce.Token != 7 || !errors.Is(&ce.AsyncError, ofi.ETRUNC) {
+			t.Fatalf("error entry %+v, want token 7 and ETRUNC", ce)
+		}
+		return
+	}
+	t.Fatal("no truncation error")
+}
+
+func TestConnectRefused(t *testing.T) {
+	// Find a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	l, err := ofi.GetInfo(ofi.Hints{Provider: "tcp", Node: "127.0.0.1", Service: strconv.Itoa(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Free()
+	f, err := ofi.OpenFabric(l.Entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := f.OpenDomain(l.Entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	eq, err := f.OpenEQ(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eq.Close()
+	cq, err := d.OpenCQ(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	ep, err := d.OpenEndpoint(l.Entries[0], 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for _, err := range []error{ep.BindEQ(eq), ep.BindCQ(cq), ep.Enable(), ep.Connect(l.Entries[0], []byte("x"))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ev ofi.Event
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ok, err := eq.Read(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if ev.Kind != ofi.EventError || ev.Context != 42 || !errors.Is(ev.Err, syscall.ECONNREFUSED) {
+			t.Fatalf("event %v ctx %d err %v, want a refused error for token 42", ev.Kind, ev.Context, ev.Err)
+		}
+		return
+	}
+	t.Fatal("no event for a refused connection")
+}
+
+func TestShutdownEvent(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{ServerRecv: []ofi.Segment{{Len: 64, Token: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Client.Endpoint.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var ev ofi.Event
+	var buf [4]ofi.Completion
+	var ce ofi.CompletionError
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		// FI_SHUTDOWN appears on the EQ only once the CQ has been read.
+		if _, err := p.Server.CQ.Read(buf[:]); err != nil {
+			p.Server.CQ.ReadError(&ce)
+		}
+		ok, err := p.Server.EQ.Read(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if ev.Kind != ofi.EventShutdown || ev.Context != 3 {
+				t.Fatalf("event %v for %d, want FI_SHUTDOWN for the server endpoint (3)", ev.Kind, ev.Context)
+			}
+			return
+		}
+	}
+	t.Fatal("no FI_SHUTDOWN")
+}
+
+func TestTryWait(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{ServerRecv: []ofi.Segment{{Len: 64, Token: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var w ofi.WaitList
+	w.Add(p.Server.CQ)
+	w.Add(p.Server.EQ)
+	if w.Len() != 2 {
+		t.Fatalf("Len %d", w.Len())
+	}
+	if _, err := p.Fabric.TryWait(&w); err != nil {
+		t.Fatal(err)
+	}
+	if p.Server.CQ.FD() < 0 || p.Server.EQ.FD() < 0 {
+		t.Fatal("no wait fds")
+	}
+	// Once something arrives, trywait must refuse to let us sleep until read.
+	if _, err := p.Client.Endpoint.PostSend(p.Client.Region, []ofi.Segment{{Len: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf [4]ofi.Completion
+	if _, err := p.Client.Poll(buf[:], 1, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Server.Poll(buf[:], 1, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w.Reset()
+	w.Add(p.Server.CQ)
+	ok, err := p.Fabric.TryWait(&w)
+	if err != nil || !ok {
+		t.Fatalf("TryWait on a drained queue: %v %v", ok, err)
+	}
+}

@@ -1,0 +1,71 @@
+package ofi
+
+/*
+#include "ofi.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Region is memory that libfabric may read and write after a call returns:
+// mmap'd outside the Go heap (so cgo's pointer rules hold and the garbage
+// collector never moves it) and registered with a domain, as verbs requires
+// (FI_MR_LOCAL) and other providers accept.
+type Region struct {
+	mem  []byte
+	mr   *C.struct_fid_mr
+	desc unsafe.Pointer // C pointer from fi_mr_desc, passed back on every post
+}
+
+// NewRegion maps size bytes of anonymous memory and registers them with d
+// for sending and receiving.
+func (d *Domain) NewRegion(size int) (*Region, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("ofi: region size %d", size)
+	}
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, &Error{Op: "mmap", Err: err}
+	}
+	r := &Region{mem: mem}
+	var key uint64
+	if !d.provKeys {
+		// Without FI_MR_PROV_KEY the requested key is the key, and two
+		// regions of one domain must not share it.
+		key = d.nextKey.Add(1)
+	}
+	ret := C.netio_mr_reg(d.c, unsafe.Pointer(&mem[0]), C.size_t(size), C.FI_SEND|C.FI_RECV, C.uint64_t(key), &r.mr, &r.desc)
+	if err := check("fi_mr_reg", ret); err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	return r, nil
+}
+
+// Bytes is the region's memory. It stays valid until Close.
+func (r *Region) Bytes() []byte { return r.mem }
+
+// Len is the region's size in bytes.
+func (r *Region) Len() int { return len(r.mem) }
+
+// Close deregisters and unmaps the region. No operation may still use it:
+// close the endpoints that posted into it and drain their queues first.
+func (r *Region) Close() error {
+	var err error
+	if r.mr != nil {
+		err = check("fi_close(mr)", C.netio_close(&r.mr.fid))
+		r.mr = nil
+	}
+	if r.mem != nil {
+		if e := unix.Munmap(r.mem); e != nil && err == nil {
+			err = &Error{Op: "munmap", Err: e}
+		}
+		r.mem = nil
+	}
+	return err
+}
