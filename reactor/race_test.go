@@ -1,0 +1,5 @@
+//go:build race
+
+package reactor
+
+func init() { raceEnabled = true }

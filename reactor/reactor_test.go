@@ -1,0 +1,807 @@
+package reactor
+
+import (
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// raceEnabled is set by race_test.go under -race, to scale the stress tests.
+var raceEnabled bool
+
+func newReactor(t testing.TB, cfg *Config) *Reactor {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// waitDone fails the test if the reactor does not exit within d.
+func waitDone(t testing.TB, r *Reactor, d time.Duration) {
+	t.Helper()
+	select {
+	case <-r.Done():
+	case <-time.After(d):
+		t.Fatalf("reactor did not stop within %v", d)
+	}
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// NetIO's hello world: OnInit runs first and terminates the loop.
+func TestHelloOnInit(t *testing.T) {
+	var ran, onReactor bool
+	r := newReactor(t, &Config{OnInit: func(r *Reactor) {
+		ran = true
+		onReactor = r.OnReactor()
+		r.Stop()
+	}})
+	waitDone(t, r, 2*time.Second)
+	if !ran || !onReactor {
+		t.Fatalf("OnInit ran=%v onReactor=%v", ran, onReactor)
+	}
+	if err := r.Submit(funcTask(func() {})); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Submit after Stop: %v, want ErrClosed", err)
+	}
+}
+
+// OnInit runs before tasks submitted while it runs.
+func TestOnInitFirst(t *testing.T) {
+	release := make(chan struct{})
+	var order []string
+	r := newReactor(t, &Config{OnInit: func(*Reactor) {
+		<-release // a test-only block, to submit while OnInit runs
+		order = append(order, "init")
+	}})
+	done := make(chan struct{})
+	r.SubmitFunc(func() { order = append(order, "task"); close(done) })
+	close(release)
+	<-done
+	r.Close()
+	if len(order) != 2 || order[0] != "init" {
+		t.Fatalf("order %v", order)
+	}
+}
+
+// NetIO's countdown: a periodic timer prints 10..1 and stops the loop at 0.
+func TestCountdownTimer(t *testing.T) {
+	r := newReactor(t, nil)
+	var got []int
+	n := 10
+	tm, err := r.NewTimer(func() {
+		got = append(got, n)
+		n--
+		if n == 0 {
+			r.Stop()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := tm.Start(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, r, 2*time.Second)
+	if el := time.Since(start); el < 10*time.Millisecond {
+		t.Errorf("10 periods of 1ms took %v", el)
+	}
+	for i, v := range got {
+		if v != 10-i {
+			t.Fatalf("countdown %v", got)
+		}
+	}
+	if len(got) != 10 {
+		t.Fatalf("countdown %v", got)
+	}
+	if err := tm.Start(time.Millisecond); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+	if err := tm.Close(); err != nil {
+		t.Fatalf("Timer.Close after reactor stopped: %v", err)
+	}
+	if err := tm.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Timer.Close: %v", err)
+	}
+}
+
+// NetIO's signal example: fired from OnInit, the callback runs after OnInit
+// returns, on the loop.
+func TestSignalFromOnInit(t *testing.T) {
+	var trace []string
+	r := newReactor(t, &Config{OnInit: func(r *Reactor) {
+		s, err := r.NewSignal(func() {
+			trace = append(trace, "on_signal")
+			r.Stop()
+		})
+		if err != nil {
+			panic(err)
+		}
+		s.Fire()
+		trace = append(trace, "on_init")
+	}})
+	waitDone(t, r, 2*time.Second)
+	if len(trace) != 2 || trace[0] != "on_init" || trace[1] != "on_signal" {
+		t.Fatalf("trace %v", trace)
+	}
+}
+
+// A semaphore eventfd: the callback runs exactly once per Fire, whichever
+// goroutines fire and however the fires bunch up.
+func TestSignalOncePerFire(t *testing.T) {
+	r := newReactor(t, nil)
+	const goroutines, fires = 4, 250
+	var runs atomic.Int64
+	all := make(chan struct{})
+	s, err := r.NewSignal(func() {
+		if runs.Add(1) == goroutines*fires {
+			close(all)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range fires {
+				if err := s.Fire(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-all:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d callbacks, want %d", runs.Load(), goroutines*fires)
+	}
+	time.Sleep(5 * time.Millisecond) // no extra runs
+	if n := runs.Load(); n != goroutines*fires {
+		t.Fatalf("%d callbacks, want %d", n, goroutines*fires)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fire(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Fire after Close: %v", err)
+	}
+}
+
+// seqTask checks that one producer's tasks run in order, exactly once.
+type seqTask struct {
+	next *int // reactor-owned expected sequence number of the producer
+	seq  int
+	bad  *atomic.Int64
+}
+
+func (s *seqTask) Run() {
+	if *s.next != s.seq {
+		s.bad.Add(1)
+	}
+	*s.next = s.seq + 1
+}
+
+// stress has producers submit pointer tasks and checks exactly-once and
+// per-producer FIFO order.
+func stress(t *testing.T, r *Reactor, producers, perProducer int, pause func(i int)) {
+	t.Helper()
+	var bad atomic.Int64
+	next := make([]int, producers)
+	tasks := make([][]seqTask, producers)
+	for p := range tasks {
+		tasks[p] = make([]seqTask, perProducer)
+		for i := range tasks[p] {
+			tasks[p][i] = seqTask{next: &next[p], seq: i, bad: &bad}
+		}
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range tasks[p] {
+				if err := r.Submit(&tasks[p][i]); err != nil {
+					t.Error(err)
+					return
+				}
+				if pause != nil {
+					pause(i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// A Call from every producer would also do; one barrier suffices
+	// since every task is queued already.
+	if err := r.Call(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Call(func() {
+		for p, n := range next {
+			if n != perProducer {
+				t.Errorf("producer %d: %d tasks ran, want %d", p, n, perProducer)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b := bad.Load(); b != 0 {
+		t.Fatalf("%d tasks ran out of order (or twice)", b)
+	}
+}
+
+func TestSubmitStress(t *testing.T) {
+	per := 100_000
+	if raceEnabled {
+		per = 10_000
+	}
+	r := newReactor(t, nil)
+	start := time.Now()
+	stress(t, r, 8, per, nil)
+	st := r.Stats()
+	t.Logf("%d tasks in %v; %+v", 8*per, time.Since(start), st)
+}
+
+// A tiny ring forces the overflow list; order and exactly-once must hold.
+func TestSubmitOverflow(t *testing.T) {
+	per := 20_000
+	if raceEnabled {
+		per = 5_000
+	}
+	r := newReactor(t, &Config{QueueSize: 2})
+	stress(t, r, 8, per, nil)
+	st := r.Stats()
+	t.Logf("%+v", st)
+	if st.Overflows == 0 {
+		t.Fatalf("the overflow list was never used: %+v", st)
+	}
+}
+
+// The doorbell is written at most once per sleep, not once per submit. The
+// reactor never spins, so it falls asleep between bursts; without the
+// sleeping flag every submit would write the eventfd.
+func TestDoorbellCoalescing(t *testing.T) {
+	per := 20_000
+	if raceEnabled {
+		per = 4_000
+	}
+	const producers = 4
+	r := newReactor(t, &Config{Spin: -1})
+	stress(t, r, producers, per, func(i int) {
+		if i%100 == 99 {
+			time.Sleep(50 * time.Microsecond) // let the reactor fall asleep
+		}
+	})
+	st := r.Stats()
+	submits := uint64(producers * per)
+	t.Logf("%d submits: %+v", submits, st)
+	if st.Sleeps == 0 || st.DoorbellWrites == 0 {
+		t.Fatalf("the reactor never slept between bursts: %+v", st)
+	}
+	if st.DoorbellWrites > submits/4 {
+		t.Fatalf("%d doorbell writes for %d submits: not coalesced", st.DoorbellWrites, submits)
+	}
+}
+
+// A busy reactor costs producers nothing: while it spins, no doorbell.
+func TestSpinningNoDoorbell(t *testing.T) {
+	r := newReactor(t, &Config{Spin: time.Second})
+	if err := r.Call(func() {}); err != nil { // it is now spinning for 1s
+		t.Fatal(err)
+	}
+	before := r.Stats().DoorbellWrites
+	stress(t, r, 4, 5_000, nil)
+	if d := r.Stats().DoorbellWrites - before; d != 0 {
+		t.Fatalf("%d doorbell writes to a spinning reactor", d)
+	}
+}
+
+// ptrTask is a preallocated command.
+type ptrTask struct{ n int }
+
+func (p *ptrTask) Run() { p.n++ }
+
+// Submitting a pointer allocates nothing, and neither does the loop that
+// runs it (AllocsPerRun counts every goroutine's allocations).
+func TestSubmitNoAlloc(t *testing.T) {
+	r := newReactor(t, nil)
+	task := &ptrTask{}
+	r.Call(func() {}) // warm up: the loop is past its first allocations
+	allocs := testing.AllocsPerRun(10_000, func() {
+		if err := r.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r.Call(func() {})
+	if allocs != 0 {
+		t.Fatalf("Submit(pointer) allocates %v per call", allocs)
+	}
+	if task.n != 10_001 { // AllocsPerRun runs once more to warm up
+		t.Fatalf("%d runs", task.n)
+	}
+	// An idle, spinning and sleeping loop allocates nothing either.
+	var ms1, ms2 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	time.Sleep(20 * time.Millisecond)
+	runtime.ReadMemStats(&ms2)
+	if d := ms2.Mallocs - ms1.Mallocs; d > 2 {
+		t.Errorf("%d allocations in 20ms of idle loop", d)
+	}
+}
+
+func TestCallManyGoroutines(t *testing.T) {
+	r := newReactor(t, nil)
+	const goroutines = 16
+	calls := 2_000
+	if raceEnabled {
+		calls = 500
+	}
+	count := 0 // reactor-owned
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				if err := r.Call(func() { count++ }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var got int
+	r.Call(func() { got = count })
+	if got != goroutines*calls {
+		t.Fatalf("count %d, want %d", got, goroutines*calls)
+	}
+}
+
+func TestCallInlineFromCallback(t *testing.T) {
+	r := newReactor(t, nil)
+	if r.OnReactor() {
+		t.Fatal("OnReactor true on the test goroutine")
+	}
+	var inner, afterInner, on bool
+	err := r.Call(func() {
+		on = r.OnReactor()
+		if err := r.Call(func() { inner = true }); err != nil {
+			panic(err)
+		}
+		afterInner = inner // inline: already done
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !on || !afterInner {
+		t.Fatalf("OnReactor=%v, inner Call ran inline=%v", on, afterInner)
+	}
+}
+
+// Close while 100 goroutines are in Call or Submit: all return promptly, and
+// a Call that returned ErrClosed did not run its function.
+func TestCloseUnblocksCallers(t *testing.T) {
+	r := newReactor(t, nil)
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	r.SubmitFunc(func() { close(held); <-hold }) // test-only: block the loop
+	<-held
+
+	var ran, okCalls, closedCalls atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				var err error
+				if i%2 == 0 {
+					err = r.Call(func() { ran.Add(1) })
+					if err == nil {
+						okCalls.Add(1)
+					}
+				} else {
+					err = r.Submit(&ptrTask{})
+				}
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+					if i%2 == 0 {
+						closedCalls.Add(1)
+					}
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(5 * time.Millisecond) // let them queue up
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	time.Sleep(time.Millisecond)
+	close(hold)
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+	case <-time.After(2 * time.Second):
+		t.Fatal("callers still blocked 2s after Close")
+	}
+	<-closed
+	if ran.Load() != okCalls.Load() {
+		t.Fatalf("%d functions ran but %d Calls returned nil", ran.Load(), okCalls.Load())
+	}
+	if closedCalls.Load() != 50 {
+		t.Fatalf("%d Calls returned ErrClosed, want 50", closedCalls.Load())
+	}
+}
+
+func TestClosedErrors(t *testing.T) {
+	r := newReactor(t, nil)
+	tm, err := r.NewTimer(func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.NewSignal(func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.Start(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for name, err := range map[string]error{
+		"Submit":      r.Submit(&ptrTask{}),
+		"SubmitFunc":  r.SubmitFunc(func() {}),
+		"Call":        r.Call(func() { t.Error("ran") }),
+		"Register":    r.Register(0, unix.EPOLLIN, HandlerFunc(nil)),
+		"AddPoller":   r.AddPoller(&countPoller{}),
+		"Timer.Start": tm.Start(time.Second),
+		"Timer.Stop":  tm.Stop(),
+		"Timer.Close": tm.Close(),
+		"Signal.Fire": s.Fire(),
+		"Signal.Close": func() error {
+			return s.Close()
+		}(),
+	} {
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s after Close: %v, want net.ErrClosed", name, err)
+		}
+	}
+	if _, err := r.NewTimer(func() {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewTimer after Close: %v", err)
+	}
+	if _, err := r.NewSignal(func() {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewSignal after Close: %v", err)
+	}
+}
+
+// HandlerFunc adapts a function to Handler (test helper).
+type HandlerFunc func(uint32)
+
+func (f HandlerFunc) HandleEvents(ev uint32) { f(ev) }
+
+// Stop and Close from callbacks neither block nor leak.
+func TestStopAndCloseFromCallback(t *testing.T) {
+	r := newReactor(t, nil)
+	r.SubmitFunc(r.Stop)
+	waitDone(t, r, 2*time.Second)
+
+	r2, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.NewTimer(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	r2.SubmitFunc(func() { r2.Close() })
+	waitDone(t, r2, 2*time.Second)
+	// The loop released its descriptors on exit: TestMain checks.
+}
+
+func TestTimerStopRestartOnce(t *testing.T) {
+	r := newReactor(t, nil)
+	var n atomic.Int64
+	tm, err := r.NewTimer(func() { n.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+
+	if err := tm.Start(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "3 periodic expiries", func() bool { return n.Load() >= 3 })
+	if err := tm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := n.Load()
+	time.Sleep(20 * time.Millisecond)
+	if got := n.Load(); got != stopped {
+		t.Fatalf("%d callbacks after Stop", got-stopped)
+	}
+
+	// Restart with another period.
+	if err := tm.Start(2 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "expiries after restart", func() bool { return n.Load() >= stopped+2 })
+	if err := tm.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// One shot.
+	n.Store(0)
+	if err := tm.StartOnce(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the one-shot expiry", func() bool { return n.Load() == 1 })
+	time.Sleep(10 * time.Millisecond)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("one-shot timer ran %d times", got)
+	}
+}
+
+// Stop from a callback, while the timer's expiry is already collected in
+// the same epoll batch, suppresses it.
+func TestTimerStopFromCallback(t *testing.T) {
+	r := newReactor(t, nil)
+	var n atomic.Int64
+	var tm *Timer
+	tm, err := r.NewTimer(func() {
+		n.Add(1)
+		tm.Stop() // inline, from its own callback
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	tm.Start(time.Millisecond)
+	eventually(t, 2*time.Second, "first expiry", func() bool { return n.Load() == 1 })
+	time.Sleep(10 * time.Millisecond)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d runs after stopping from the callback", got)
+	}
+}
+
+// countPoller counts calls; it has work to do while work > 0.
+type countPoller struct {
+	polls, trywaits atomic.Int64
+	work            atomic.Int64
+	refuse          atomic.Bool
+}
+
+func (p *countPoller) Poll() bool {
+	p.polls.Add(1)
+	if p.work.Load() > 0 {
+		p.work.Add(-1)
+		return true
+	}
+	return false
+}
+
+func (p *countPoller) TryWait() bool {
+	p.trywaits.Add(1)
+	return !p.refuse.Load()
+}
+
+// With Spin < 0 the reactor sleeps whenever it is idle.
+func TestNoSpinSleeps(t *testing.T) {
+	r := newReactor(t, &Config{Spin: -1})
+	p := &countPoller{}
+	if err := r.AddPoller(p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "a sleep", func() bool { return r.Stats().Sleeps > 0 })
+	time.Sleep(10 * time.Millisecond)
+	st := r.Stats()
+	if st.Spins != 0 {
+		t.Errorf("%d spins with Spin < 0", st.Spins)
+	}
+	if polls := p.polls.Load(); polls > 100 {
+		t.Errorf("%d polls of an idle, non-spinning reactor", polls)
+	}
+	if p.trywaits.Load() == 0 {
+		t.Error("TryWait never called before sleeping")
+	}
+	// A wake-up by Call: doorbell, wakeup, then sleep again.
+	if err := r.Call(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	st2 := r.Stats()
+	if st2.DoorbellWrites == st.DoorbellWrites || st2.Wakeups == st.Wakeups {
+		t.Errorf("Call to a sleeping reactor: %+v -> %+v", st, st2)
+	}
+	if err := r.RemovePoller(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemovePoller(p); err == nil {
+		t.Error("second RemovePoller succeeded")
+	}
+	polls := p.polls.Load()
+	r.Call(func() {})
+	if p.polls.Load() != polls {
+		t.Error("poller called after RemovePoller")
+	}
+}
+
+// With a long Spin the pollers are called again and again after activity,
+// and the reactor does not sleep meanwhile.
+func TestSpinPolls(t *testing.T) {
+	r := newReactor(t, &Config{Spin: 10 * time.Millisecond})
+	p := &countPoller{}
+	if err := r.AddPoller(p); err != nil {
+		t.Fatal(err)
+	}
+	r.Call(func() {}) // activity: spin 10ms from here
+	start := p.polls.Load()
+	time.Sleep(3 * time.Millisecond)
+	if got := p.polls.Load() - start; got < 10 {
+		t.Fatalf("%d polls in 3ms of spinning", got)
+	}
+	// Poll reporting work extends the spin; once idle it sleeps.
+	eventually(t, 2*time.Second, "sleep after the spin", func() bool { return r.Stats().Sleeps > 0 })
+	if r.Stats().Spins == 0 {
+		t.Fatal("no spins counted")
+	}
+}
+
+// A poller whose TryWait refuses keeps the reactor awake.
+func TestTryWaitRefusal(t *testing.T) {
+	r := newReactor(t, &Config{Spin: -1})
+	p := &countPoller{}
+	p.refuse.Store(true)
+	if err := r.AddPoller(p); err != nil {
+		t.Fatal(err)
+	}
+	sleeps := r.Stats().Sleeps
+	before := p.trywaits.Load()
+	time.Sleep(5 * time.Millisecond)
+	if r.Stats().Sleeps != sleeps {
+		t.Fatal("slept although TryWait refused")
+	}
+	if p.trywaits.Load()-before < 10 {
+		t.Fatal("TryWait not retried")
+	}
+	p.refuse.Store(false)
+	eventually(t, 2*time.Second, "a sleep", func() bool { return r.Stats().Sleeps > sleeps })
+}
+
+func pipe(t *testing.T) (rd, wr int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	return p[0], p[1]
+}
+
+func TestRegisterPipe(t *testing.T) {
+	r := newReactor(t, &Config{Spin: -1})
+	rd, wr := pipe(t)
+	got := make(chan byte, 16)
+	var calls atomic.Int64
+	h := HandlerFunc(func(ev uint32) {
+		calls.Add(1)
+		var b [1]byte
+		if n, _ := unix.Read(rd, b[:]); n == 1 {
+			got <- b[0]
+		}
+	})
+	if err := r.Register(rd, unix.EPOLLIN, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(rd, unix.EPOLLIN, h); err == nil {
+		t.Fatal("double Register succeeded")
+	}
+	unix.Write(wr, []byte{'a'})
+	select {
+	case b := <-got:
+		if b != 'a' {
+			t.Fatalf("read %q", b)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("handler not called for a readable pipe")
+	}
+
+	// Modify to no events: readable but not reported.
+	if err := r.Modify(rd, 0); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(wr, []byte{'b'})
+	time.Sleep(5 * time.Millisecond)
+	if len(got) != 0 {
+		t.Fatal("handler called after Modify(0)")
+	}
+	if err := r.Modify(rd, unix.EPOLLIN); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; b != 'b' {
+		t.Fatalf("read %q", b)
+	}
+
+	if err := r.Unregister(rd); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.Load()
+	unix.Write(wr, []byte{'c'})
+	time.Sleep(5 * time.Millisecond)
+	if calls.Load() != before {
+		t.Fatal("handler called after Unregister")
+	}
+	if err := r.Unregister(rd); err == nil {
+		t.Fatal("double Unregister succeeded")
+	}
+	if err := r.Modify(rd, unix.EPOLLIN); err == nil {
+		t.Fatal("Modify of an unregistered fd succeeded")
+	}
+}
+
+// Events collected in one batch for a descriptor unregistered earlier in the
+// batch are skipped, even when its slot is reused at once.
+func TestUnregisterSkipsCollected(t *testing.T) {
+	r := newReactor(t, nil)
+	rdA, wrA := pipe(t)
+	rdB, wrB := pipe(t)
+	rdC, _ := pipe(t)
+	unix.Write(wrA, []byte{1})
+	unix.Write(wrB, []byte{1})
+	var calls atomic.Int64
+	var a, b HandlerFunc
+	stale := HandlerFunc(func(uint32) { t.Error("new registration got a stale event") })
+	a = func(uint32) {
+		calls.Add(1)
+		r.Unregister(rdA)
+		r.Unregister(rdB)
+		r.Register(rdC, 0, stale) // reuses a freed slot
+	}
+	b = func(uint32) {
+		calls.Add(1)
+		r.Unregister(rdA)
+		r.Unregister(rdB)
+		r.Register(rdC, 0, stale)
+	}
+	// Register both in one step so that one epoll_wait reports both.
+	if err := r.Call(func() {
+		r.register(rdA, unix.EPOLLIN, a)
+		r.register(rdB, unix.EPOLLIN, b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d handler calls, want 1", n)
+	}
+	r.Unregister(rdC)
+}
