@@ -77,9 +77,10 @@ type Config struct {
 	// plus every Poller) after the last activity before it sleeps in
 	// epoll_wait(-1). Spinning trades one CPU for latency: work that arrives
 	// while the loop spins costs neither the producer a doorbell write nor
-	// the reactor a wake-up. Zero means DefaultSpin; a negative value means
-	// never spin: the loop tries to sleep as soon as an iteration finds
-	// nothing to do.
+	// the reactor a wake-up. A goroutine blocked in Call also polls for its
+	// result for up to Spin before it parks. Zero means DefaultSpin; a
+	// negative value means never spin: the loop tries to sleep as soon as an
+	// iteration finds nothing to do, and Call parks at once.
 	Spin time.Duration
 
 	// QueueSize is the capacity of the lock-free command ring, rounded up to
@@ -509,22 +510,37 @@ func (r *Reactor) SubmitFunc(f func()) error {
 }
 
 // callTask is a Call in flight; pooled, with a reusable 1-buffered channel.
+// state tells the reactor whether the waiter still polls (no channel send,
+// hence no goroutine wake-up needed) or sleeps on done.
 type callTask struct {
-	f    func()
-	done chan struct{}
+	f     func()
+	state atomic.Uint32 // callPending, callDone or callParked
+	done  chan struct{}
 }
+
+const (
+	callPending = iota // f not run yet; the waiter polls state
+	callDone           // f has returned
+	callParked         // the waiter blocks on done
+)
 
 func (c *callTask) Run() {
 	c.f()
-	c.done <- struct{}{}
+	if c.state.Swap(callDone) == callParked {
+		c.done <- struct{}{}
+	}
 }
 
 var callPool = sync.Pool{New: func() any { return &callTask{done: make(chan struct{}, 1)} }}
 
 // Call runs f on the reactor and waits for it to return. Called on the
-// reactor thread (from a callback), it runs f inline. If the reactor stops
+// reactor thread (from a callback), it runs f inline, hence before any task
+// that callback submitted earlier. If the reactor stops
 // before f ran, Call returns ErrClosed and f never runs; a waiter never
 // outlives the loop.
+//
+// The caller polls for the result for up to Config.Spin before it blocks:
+// waking a blocked goroutine costs about as much as waking the reactor.
 func (r *Reactor) Call(f func()) error {
 	if r.OnReactor() {
 		f()
@@ -532,25 +548,50 @@ func (r *Reactor) Call(f func()) error {
 	}
 	c := callPool.Get().(*callTask)
 	c.f = f
+	c.state.Store(callPending)
 	if err := r.Submit(c); err != nil {
 		c.f = nil
 		callPool.Put(c)
 		return err
 	}
-	select {
-	case <-c.done:
-	case <-r.done:
-		// The loop sends on c.done before it closes r.done, so this
-		// tells whether f ran.
+	if !r.pollCall(c) && c.state.CompareAndSwap(callPending, callParked) {
 		select {
 		case <-c.done:
-		default:
-			return ErrClosed // c may still sit in the ring: not reused
+		case <-r.done:
+			// The loop sends on c.done before it closes r.done, so
+			// this tells whether f ran.
+			select {
+			case <-c.done:
+			default:
+				return ErrClosed // c may still sit in the ring: not reused
+			}
 		}
 	}
 	c.f = nil
 	callPool.Put(c)
 	return nil
+}
+
+// pollCall waits actively for c for up to r.spin and reports whether it
+// completed.
+func (r *Reactor) pollCall(c *callTask) bool {
+	if r.spin <= 0 {
+		return false
+	}
+	var start time.Time
+	for i := 0; ; i++ {
+		if c.state.Load() == callDone {
+			return true
+		}
+		if i&15 == 15 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > r.spin {
+				return false
+			}
+		}
+		runtime.Gosched()
+	}
 }
 
 // OnReactor reports whether the caller runs on the reactor's thread, that is,
