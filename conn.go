@@ -1,0 +1,1147 @@
+package netio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/netio-go/netio/ofi"
+)
+
+// Conn is a message connection over a libfabric FI_EP_MSG endpoint, in
+// NetIO's low-latency mode: Write sends each message at once. It
+// implements net.Conn; Read sees the messages as one byte stream, while
+// ReadMessage and AppendMessage keep their boundaries.
+//
+// Read and Write may be called from different goroutines at the same time;
+// concurrent Writes are serialised whole messages.
+type Conn struct {
+	eng     *engine
+	cfg     Config
+	network string
+	local   Addr
+	remote  Addr
+
+	// Fixed once connected.
+	rxWindow  int // receive buffers this side posts
+	rxBufSize int
+	txSlots   int // the peer's window: send buffers this side keeps
+	txBufSize int // the peer's buffer size: the largest fragment
+	maxSend   int
+	maxRecv   uint64
+	rxRegion  *ofi.Region
+	txRegion  *ofi.Region
+	ctlRegion *ofi.Region
+	rxMem     []byte
+	txMem     []byte
+	txLen     []uint32 // bytes to send per send buffer; written by the writer before publishing txHead
+
+	// Writer to reactor.
+	wmu       sync.Mutex
+	txHead    atomic.Uint64 // send buffers filled, published by the writer
+	txDone    atomic.Uint64 // send buffers completed, published by the reactor
+	txWaiting atomic.Bool
+	txSpace   chan struct{}
+	werr      error // a Write that failed half-way poisons the write side
+
+	// Reactor to reader and back.
+	rmu       sync.Mutex
+	rxReady   *spscRing // received data buffers, in order
+	rxFree    *spscRing // buffers the reader is done with
+	rxWaiting atomic.Bool
+	rxSignal  chan struct{}
+	rxUrgent  atomic.Bool // the peer is out of credit: hand buffers back at once
+	cur       int         // reader: buffer being read, -1 if none
+	curOff    int
+	curEnd    int
+	msgLeft   uint64 // reader: bytes of the current message still to read
+	emptyMsg  bool   // reader: the current buffer is an empty message
+
+	scheduled atomic.Bool // a kick is queued on the reactor
+	closing   chan struct{}
+	closeOnce sync.Once
+	dead      chan struct{} // closed by the reactor when the connection ended
+	deadErr   error         // why; written before dead is closed
+	rd, wd    deadline
+	connected chan error
+
+	// Reactor only.
+	token        uint64
+	state        connState
+	fab          *fabricRes
+	dom          *domainRes
+	ep           *ofi.Endpoint
+	cq           *ofi.CQ
+	cqRegistered bool
+	dirty        bool
+	txPosted     uint64
+	txCompleted  []bool
+	credits      int // buffers the peer has posted for us and we have not used
+	owed         int // buffers we re-posted and have not told the peer about
+	peerCredits  int // buffers the peer believes it may still use
+	ctlBusy      uint32
+	rxMsgLeft    uint64 // bytes of the message being received still to come
+	rxMsgLen     uint64
+	rxNotify     bool
+	up           bool // connected once: fi_shutdown is allowed
+	finSent      bool
+	finRecv      bool
+	lingerUntil  time.Time
+	onClosed     func()
+	cbMsg        []byte // OnMessage reassembly
+	listener     *Listener
+}
+
+type connState uint8
+
+const (
+	stateConnecting connState = iota
+	stateConnected
+	stateClosing
+	stateClosed
+)
+
+// Tokens of completion-queue operations: the kind in the top bits, the
+// buffer index below.
+const (
+	tokRecv     = 0 << 62
+	tokSend     = 1 << 62
+	tokCtl      = 2 << 62
+	tokKindMask = 3 << 62
+	ctlSlots    = 4
+)
+
+// connTask is the Conn as a reactor task: run when a goroutine kicked it.
+type connTask Conn
+
+func (t *connTask) Run() { (*Conn)(t).onKick() }
+
+// cqHandler is the Conn as the handler of its completion queue's fd.
+type cqHandler Conn
+
+func (h *cqHandler) HandleEvents(uint32) {
+	c := (*Conn)(h)
+	c.pollCQ()
+}
+
+func newConn(eng *engine, cfg Config, network string) *Conn {
+	return &Conn{
+		eng:       eng,
+		cfg:       cfg,
+		network:   network,
+		closing:   make(chan struct{}),
+		dead:      make(chan struct{}),
+		connected: make(chan error, 1),
+		txSpace:   make(chan struct{}, 1),
+		rxSignal:  make(chan struct{}, 1),
+		rd:        makeDeadline(),
+		wd:        makeDeadline(),
+		cur:       -1,
+	}
+}
+
+// Dial connects to address on the named network (a libfabric provider;
+// "" picks DefaultNetwork or $NETIO_PROVIDER). See DialContext.
+func Dial(network, address string, opts ...Option) (*Conn, error) {
+	return DialContext(context.Background(), network, address, opts...)
+}
+
+// DialContext connects to address, a host:port, over the provider named by
+// network. Connection set-up is bounded by ctx and by
+// Config.ConnectTimeout, whichever ends first.
+func DialContext(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
+	cfg, err := buildConfig(opts)
+	prov := provider(network)
+	opErr := func(err error) error {
+		return &net.OpError{Op: "dial", Net: prov, Addr: stringAddr{prov, address}, Err: err}
+	}
+	if err != nil {
+		return nil, opErr(err)
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port})
+	if err != nil {
+		return nil, opErr(err)
+	}
+	eng, err := acquireEngine()
+	if err != nil {
+		infos.Free()
+		return nil, opErr(err)
+	}
+	c := newConn(eng, cfg, prov)
+	if ap, ok := infos.Entries[0].DestAddr(); ok {
+		c.remote = Addr{Provider: prov, AddrPort: ap}
+	}
+	var startErr error
+	if err := eng.r.Call(func() { startErr = c.startConnect(infos.Entries[0]) }); err != nil {
+		startErr = err
+	}
+	infos.Free()
+	if startErr != nil {
+		eng.release()
+		return nil, opErr(startErr)
+	}
+	select {
+	case err := <-c.connected:
+		if err != nil {
+			c.Close()
+			return nil, opErr(err)
+		}
+		return c, nil
+	case <-ctx.Done():
+		c.Close()
+		err := ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = errTimeout
+		}
+		return nil, opErr(err)
+	}
+}
+
+// errTimeout is a dial time-out: os.ErrDeadlineExceeded says Timeout() true.
+var errTimeout = os.ErrDeadlineExceeded
+
+// stringAddr is an address that could not be resolved, for error messages.
+type stringAddr struct{ net, addr string }
+
+func (a stringAddr) Network() string { return a.net }
+func (a stringAddr) String() string  { return a.addr }
+
+// openEndpoint opens the endpoint, queue and receive buffers of c from
+// info and posts every receive buffer, so the peer may send as soon as it
+// is connected. On the reactor.
+func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
+	e := c.eng
+	if c.fab, err = e.fabricFor(info); err != nil {
+		return err
+	}
+	if c.dom, err = c.fab.domainFor(info); err != nil {
+		return err
+	}
+	c.rxWindow, c.rxBufSize = c.cfg.Window, c.cfg.BufferSize
+	c.token = e.newToken(c)
+	if c.ep, err = c.dom.domain.OpenEndpoint(info, c.token); err != nil {
+		return err
+	}
+	if c.cq, err = c.dom.domain.OpenCQ(2*c.rxWindow + 2*maxWindow + ctlSlots); err != nil {
+		return err
+	}
+	if err = c.ep.BindEQ(c.fab.eq); err != nil {
+		return err
+	}
+	if err = c.ep.BindCQ(c.cq); err != nil {
+		return err
+	}
+	if err = c.ep.Enable(); err != nil {
+		return err
+	}
+	if c.rxRegion, err = c.dom.domain.NewRegion(c.rxWindow * c.rxBufSize); err != nil {
+		return err
+	}
+	c.rxMem = c.rxRegion.Bytes()
+	if c.ctlRegion, err = c.dom.domain.NewRegion(ctlSlots * headerSize); err != nil {
+		return err
+	}
+	c.rxReady = newSPSCRing(c.rxWindow)
+	c.rxFree = newSPSCRing(c.rxWindow)
+	segs := e.segBuf[:0]
+	for i := 0; i < c.rxWindow; i++ {
+		segs = append(segs, ofi.Segment{Offset: uint64(i * c.rxBufSize), Len: uint64(c.rxBufSize), Token: tokRecv | uint64(i)})
+	}
+	e.segBuf = segs[:0]
+	if _, err = c.ep.PostRecv(c.rxRegion, segs); err != nil {
+		return err
+	}
+	c.peerCredits = c.rxWindow
+	if err = e.r.Register(c.cq.FD(), reactorIn, (*cqHandler)(c)); err != nil {
+		return err
+	}
+	c.cqRegistered = true
+	e.markDirty(c)
+	return nil
+}
+
+func (c *Conn) hello() []byte {
+	return hello{version: protocolLevel, window: uint32(c.rxWindow), bufferSize: uint32(c.rxBufSize), maxMessage: uint64(c.cfg.MaxMessageSize)}.marshal()
+}
+
+// startConnect begins an active connection; on the reactor.
+func (c *Conn) startConnect(info *ofi.Info) error {
+	if err := c.openEndpoint(info); err != nil {
+		c.releaseResources()
+		return err
+	}
+	if err := c.ep.Connect(info, c.hello()); err != nil {
+		c.releaseResources()
+		return err
+	}
+	return nil
+}
+
+// setPeer records what the peer posts for us and sizes the send side.
+func (c *Conn) setPeer(h hello) error {
+	c.txSlots, c.txBufSize = int(h.window), int(h.bufferSize)
+	c.credits = c.txSlots
+	c.maxSend = c.cfg.MaxMessageSize
+	if h.maxMessage < uint64(c.maxSend) {
+		c.maxSend = int(h.maxMessage)
+	}
+	c.maxRecv = uint64(c.cfg.MaxMessageSize)
+	var err error
+	if c.txRegion, err = c.dom.domain.NewRegion(c.txSlots * c.txBufSize); err != nil {
+		return err
+	}
+	c.txMem = c.txRegion.Bytes()
+	c.txLen = make([]uint32, c.txSlots)
+	c.txCompleted = make([]bool, c.txSlots)
+	if ap, err := c.ep.LocalAddr(); err == nil {
+		c.local = Addr{Provider: c.network, AddrPort: ap}
+	}
+	if ap, err := c.ep.PeerAddr(); err == nil {
+		c.remote = Addr{Provider: c.network, AddrPort: ap}
+	}
+	return nil
+}
+
+// handleEvent takes the connection-management events of c's endpoint.
+func (c *Conn) handleEvent(ev *ofi.Event) {
+	switch ev.Kind {
+	case ofi.EventConnected:
+		c.onConnected(ev)
+	case ofi.EventShutdown:
+		c.pollCQ() // completions that arrived before the shutdown come first
+		if c.finRecv {
+			c.fail(io.EOF)
+		} else {
+			c.fail(syscall.ECONNRESET)
+		}
+	case ofi.EventError:
+		err := error(ev.Err)
+		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && c.state == stateConnecting {
+			err = syscall.ECONNREFUSED
+		}
+		c.fail(err)
+	}
+}
+
+func (c *Conn) onConnected(ev *ofi.Event) {
+	if c.state != stateConnecting {
+		return
+	}
+	if c.listener == nil {
+		h, err := parseHello(ev.PrivateData())
+		if err == nil {
+			err = c.setPeer(h)
+		}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+	c.state = stateConnected
+	c.up = true
+	c.connected <- nil
+	if c.listener != nil {
+		c.listener.onConnected(c)
+	}
+	c.service()
+}
+
+// fail ends the connection because of err (io.EOF for an orderly close by
+// the peer). Data already received stays readable. On the reactor.
+func (c *Conn) fail(err error) {
+	switch c.state {
+	case stateConnecting:
+		c.state = stateClosing
+		c.deadErr = err
+		close(c.dead)
+		c.connected <- err
+		if c.listener != nil {
+			c.listener.onFailed(c)
+		}
+		return
+	case stateConnected:
+		c.state = stateClosing
+		c.deadErr = err
+		close(c.dead)
+		c.notifyReader()
+		c.notifyWriter()
+		c.stopCQ()
+	case stateClosing:
+		// A close in progress: whatever failed, finish it now.
+		if c.lingerUntil.IsZero() {
+			return
+		}
+		c.finishClose()
+	}
+}
+
+// stopCQ stops watching the queue of a connection that has ended, so a
+// dead endpoint cannot keep the reactor awake.
+func (c *Conn) stopCQ() {
+	if c.cqRegistered {
+		c.eng.r.Unregister(c.cq.FD())
+		c.cqRegistered = false
+	}
+	c.eng.forget(c)
+}
+
+// kick asks the reactor to look at c, at most once until it has.
+func (c *Conn) kick() {
+	if !c.scheduled.Load() && c.scheduled.CompareAndSwap(false, true) {
+		if c.eng.r.Submit((*connTask)(c)) != nil {
+			c.scheduled.Store(false)
+		}
+	}
+}
+
+func (c *Conn) onKick() {
+	c.scheduled.Store(false)
+	c.service()
+}
+
+// pollCQ reads c's completions; on the reactor.
+func (c *Conn) pollCQ() bool {
+	if c.cq == nil {
+		return false
+	}
+	e := c.eng
+	busy := false
+	for {
+		n, err := c.cq.Read(e.cqBuf[:])
+		if err != nil {
+			var ce ofi.CompletionError
+			if ok, _ := c.cq.ReadError(&ce); ok {
+				busy = true
+				c.onCompletionError(&ce)
+				continue
+			}
+			break
+		}
+		if n == 0 {
+			break
+		}
+		busy = true
+		for i := 0; i < n; i++ {
+			cmp := &e.cqBuf[i]
+			slot := uint32(cmp.Token)
+			switch cmp.Token & tokKindMask {
+			case tokRecv:
+				c.onRecv(slot, cmp.Len)
+			case tokSend:
+				c.onSent(slot)
+			case tokCtl:
+				c.ctlBusy &^= 1 << slot
+			}
+		}
+		if n < len(e.cqBuf) {
+			break
+		}
+	}
+	if busy {
+		e.markDirty(c)
+		if c.rxNotify {
+			c.rxNotify = false
+			c.notifyReader()
+		}
+		c.service()
+	}
+	return busy
+}
+
+func (c *Conn) onCompletionError(ce *ofi.CompletionError) {
+	if errors.Is(&ce.AsyncError, ofi.ECANCELED) {
+		return // buffers flushed by a shutdown or close
+	}
+	if c.state == stateClosed {
+		return
+	}
+	err := error(&ce.AsyncError)
+	if errors.Is(err, ofi.ETRUNC) {
+		err = fmt.Errorf("%w: peer sent a message larger than the receive buffer", ErrProtocol)
+	}
+	c.fail(err)
+}
+
+// onSent frees a send buffer; completions may come out of order.
+func (c *Conn) onSent(slot uint32) {
+	if c.txCompleted == nil || int(slot) >= len(c.txCompleted) {
+		return
+	}
+	c.txCompleted[slot] = true
+	done := c.txDone.Load()
+	for c.txCompleted[done%uint64(c.txSlots)] && done < c.txPosted {
+		c.txCompleted[done%uint64(c.txSlots)] = false
+		done++
+	}
+	c.txDone.Store(done)
+	c.notifyWriter()
+}
+
+func (c *Conn) protocolError(format string, args ...any) {
+	c.fail(fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...))
+}
+
+// onRecv checks and routes one received buffer.
+func (c *Conn) onRecv(slot uint32, n uint64) {
+	if c.state != stateConnected && c.state != stateClosing || c.deadErr != nil {
+		return
+	}
+	if int(slot) >= c.rxWindow {
+		c.protocolError("completion for unknown buffer %d", slot)
+		return
+	}
+	c.peerCredits--
+	if n < headerSize {
+		c.protocolError("truncated message of %d bytes", n)
+		return
+	}
+	b := c.rxMem[int(slot)*c.rxBufSize:]
+	h := readHeader(b)
+	if uint64(h.fragLen)+headerSize != n {
+		c.protocolError("header says %d bytes, %d arrived", h.fragLen, n-headerSize)
+		return
+	}
+	if c.credits += int(h.credits); c.credits > c.txSlots {
+		c.protocolError("peer returned %d credits for a window of %d", c.credits, c.txSlots)
+		return
+	}
+	switch h.kind {
+	case kindData:
+		if c.finRecv {
+			c.protocolError("data after the peer closed")
+			return
+		}
+		if c.rxMsgLeft == 0 {
+			if h.msgLen > c.maxRecv {
+				c.fail(fmt.Errorf("%w: peer sent %d bytes, limit %d", ErrMessageTooLarge, h.msgLen, c.maxRecv))
+				return
+			}
+			c.rxMsgLen, c.rxMsgLeft = h.msgLen, h.msgLen
+		} else if h.msgLen != c.rxMsgLen {
+			c.protocolError("fragment of a %d-byte message inside a %d-byte one", h.msgLen, c.rxMsgLen)
+			return
+		}
+		if uint64(h.fragLen) > c.rxMsgLeft {
+			c.protocolError("fragment of %d bytes with %d left in the message", h.fragLen, c.rxMsgLeft)
+			return
+		}
+		c.rxMsgLeft -= uint64(h.fragLen)
+		if (c.rxMsgLeft == 0) != (h.flags&flagLast != 0) {
+			c.protocolError("message end flag disagrees with its length")
+			return
+		}
+		if c.cfg.OnMessage != nil {
+			c.deliverCallback(slot, h)
+			return
+		}
+		c.rxReady.push(slot)
+		c.rxNotify = true
+	case kindCredit:
+		c.rxFree.push(slot) // no reader involved: re-post at once
+	case kindFin:
+		c.finRecv = true
+		c.rxFree.push(slot)
+	default:
+		c.protocolError("unknown message kind %d", h.kind)
+	}
+}
+
+// deliverCallback runs Config.OnMessage on the reactor.
+func (c *Conn) deliverCallback(slot uint32, h header) {
+	off := int(slot) * c.rxBufSize
+	frag := c.rxMem[off+headerSize : off+headerSize+int(h.fragLen)]
+	if h.flags&flagLast != 0 && uint64(h.fragLen) == h.msgLen {
+		c.cfg.OnMessage(c, frag)
+	} else {
+		c.cbMsg = append(c.cbMsg, frag...)
+		if h.flags&flagLast != 0 {
+			c.cfg.OnMessage(c, c.cbMsg)
+			c.cbMsg = c.cbMsg[:0]
+		}
+	}
+	c.rxFree.push(slot)
+}
+
+// service posts what is ready: receive buffers handed back, written
+// messages the credits allow, credit returns, and the closing FIN.
+func (c *Conn) service() {
+	if c.state != stateConnected && c.state != stateClosing || c.deadErr != nil {
+		return
+	}
+	e := c.eng
+	// Receive buffers first: they become credits for the peer.
+	segs := e.segBuf[:0]
+	for {
+		slot, ok := c.rxFree.pop()
+		if !ok {
+			break
+		}
+		segs = append(segs, ofi.Segment{Offset: uint64(int(slot) * c.rxBufSize), Len: uint64(c.rxBufSize), Token: tokRecv | uint64(slot)})
+	}
+	if len(segs) > 0 {
+		n, err := c.ep.PostRecv(c.rxRegion, segs)
+		c.owed += n
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+	// Data: one credit always stays back for credit returns and FIN.
+	segs = segs[:0]
+	head := c.txHead.Load()
+	for c.txPosted < head && c.credits >= 2 {
+		slot := int(c.txPosted % uint64(c.txSlots))
+		give := min(c.owed, 0xffff)
+		putCredits(c.txMem[slot*c.txBufSize:], uint16(give))
+		c.owed -= give
+		c.peerCredits += give
+		segs = append(segs, ofi.Segment{Offset: uint64(slot * c.txBufSize), Len: uint64(c.txLen[slot]), Token: tokSend | uint64(slot)})
+		c.credits--
+		c.txPosted++
+	}
+	if len(segs) > 0 {
+		_, err := c.ep.PostSend(c.txRegion, segs)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+	e.segBuf = segs[:0]
+	// An explicit credit return when enough is owed or the peer is stuck.
+	if c.owed > 0 && (c.owed >= c.rxWindow/2 || c.peerCredits < 2) && c.credits >= 1 {
+		c.sendControl(kindCredit)
+	}
+	c.rxUrgent.Store(c.peerCredits < 2)
+	if c.state == stateClosing {
+		c.continueClose()
+	}
+	if len(segs) > 0 || c.owed > 0 {
+		e.markDirty(c)
+	}
+}
+
+// sendControl sends a header-only message (credits or FIN) from the small
+// control region, returning everything owed.
+func (c *Conn) sendControl(kind uint8) bool {
+	slot := -1
+	for i := 0; i < ctlSlots; i++ {
+		if c.ctlBusy&(1<<i) == 0 {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 || c.credits < 1 {
+		return false
+	}
+	give := min(c.owed, 0xffff)
+	b := c.ctlRegion.Bytes()[slot*headerSize:]
+	putHeader(b, header{kind: kind, flags: flagLast, credits: uint16(give)})
+	if _, err := c.ep.PostSend(c.ctlRegion, []ofi.Segment{{Offset: uint64(slot * headerSize), Len: headerSize, Token: tokCtl | uint64(slot)}}); err != nil {
+		c.fail(err)
+		return false
+	}
+	c.ctlBusy |= 1 << slot
+	c.owed -= give
+	c.peerCredits += give
+	c.credits--
+	c.eng.markDirty(c)
+	return true
+}
+
+func (c *Conn) notifyReader() {
+	if c.rxWaiting.Load() {
+		c.rxWaiting.Store(false)
+		select {
+		case c.rxSignal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *Conn) notifyWriter() {
+	if c.txWaiting.Load() {
+		c.txWaiting.Store(false)
+		select {
+		case c.txSpace <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Read reads bytes of the incoming messages as one stream: a message
+// longer than p is returned across several Reads, and message boundaries
+// are not marked. Use ReadMessage to keep them.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.readable(); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		n := 0
+		for n < len(p) {
+			if !c.nextFragment() {
+				break
+			}
+			if c.emptyMsg {
+				c.releaseFragment() // a stream has no empty messages
+				continue
+			}
+			k := copy(p[n:], c.rxMem[c.curOff:c.curEnd])
+			c.curOff += k
+			c.msgLeft -= uint64(k)
+			n += k
+			if c.curOff == c.curEnd {
+				c.releaseFragment()
+			}
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if err := c.waitReadable(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// ReadMessage reads one whole message into p and returns its length. A
+// message longer than p is not consumed: ReadMessage returns
+// io.ErrShortBuffer (wrapped) and MessageLen or AppendMessage can take it.
+// If Read has consumed part of a message, ReadMessage returns the rest.
+func (c *Conn) ReadMessage(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.readable(); err != nil {
+		return 0, err
+	}
+	if err := c.waitMessage(); err != nil {
+		return 0, err
+	}
+	if c.msgLeft > uint64(len(p)) {
+		return 0, c.opError("read", io.ErrShortBuffer)
+	}
+	return c.readRest(p)
+}
+
+// AppendMessage reads one whole message, appends it to dst and returns the
+// extended slice. It allocates only when dst lacks the capacity.
+func (c *Conn) AppendMessage(dst []byte) ([]byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.readable(); err != nil {
+		return dst, err
+	}
+	if err := c.waitMessage(); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	if need := start + int(c.msgLeft); need > cap(dst) {
+		grown := make([]byte, start, need)
+		copy(grown, dst)
+		dst = grown
+	}
+	n, err := c.readRest(dst[start : start+int(c.msgLeft)])
+	return dst[:start+n], err
+}
+
+// MessageLen waits for the next message and returns its length (or what
+// is left of it after a partial Read) without consuming it.
+func (c *Conn) MessageLen() (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.readable(); err != nil {
+		return 0, err
+	}
+	if err := c.waitMessage(); err != nil {
+		return 0, err
+	}
+	return int(c.msgLeft), nil
+}
+
+// waitMessage waits until the first fragment of a message (or the rest of
+// a partly read one) is at hand.
+func (c *Conn) waitMessage() error {
+	for !c.nextFragment() {
+		if err := c.waitReadable(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readRest copies the rest of the current message into p, which is large
+// enough, waiting for its later fragments.
+func (c *Conn) readRest(p []byte) (int, error) {
+	n := 0
+	for {
+		k := copy(p[n:], c.rxMem[c.curOff:c.curEnd])
+		c.curOff += k
+		n += k
+		c.msgLeft -= uint64(k)
+		last := c.msgLeft == 0
+		if c.curOff == c.curEnd {
+			c.releaseFragment()
+		}
+		if last {
+			return n, nil
+		}
+		for !c.nextFragment() {
+			if err := c.waitReadable(); err != nil {
+				// The rest of the message is still coming; keep what we
+				// have consumed consistent for the next call.
+				return n, err
+			}
+		}
+	}
+}
+
+// nextFragment makes sure the reader holds a fragment with bytes left, or
+// the header of an empty message; it reports false when none has arrived.
+func (c *Conn) nextFragment() bool {
+	for {
+		if c.cur >= 0 {
+			if c.curOff < c.curEnd || c.emptyMsg {
+				return true
+			}
+			c.releaseFragment()
+		}
+		slot, ok := c.rxReady.peek()
+		if !ok {
+			return false
+		}
+		off := int(slot) * c.rxBufSize
+		h := readHeader(c.rxMem[off:])
+		c.cur, c.curOff, c.curEnd = int(slot), off+headerSize, off+headerSize+int(h.fragLen)
+		if c.msgLeft == 0 {
+			c.msgLeft = h.msgLen
+		}
+		c.emptyMsg = h.msgLen == 0
+	}
+}
+
+// releaseFragment hands the current buffer back to the reactor.
+func (c *Conn) releaseFragment() {
+	if c.cur < 0 {
+		return
+	}
+	c.rxReady.pop()
+	c.rxFree.push(uint32(c.cur))
+	c.cur = -1
+	c.emptyMsg = false
+	if c.rxFree.len() >= c.rxWindow/4 || c.rxUrgent.Load() {
+		c.kick()
+	}
+}
+
+// readable checks, before a read, for Close and a passed deadline.
+func (c *Conn) readable() error {
+	select {
+	case <-c.closing:
+		return c.opError("read", net.ErrClosed)
+	case <-c.rd.wait():
+		return c.opError("read", os.ErrDeadlineExceeded)
+	default:
+	}
+	if c.cfg.OnMessage != nil {
+		return c.opError("read", errOnMessage)
+	}
+	return nil
+}
+
+// arrived reports whether a buffer the reader does not hold yet is ready.
+func (c *Conn) arrived() bool {
+	n := c.rxReady.len()
+	if c.cur >= 0 {
+		n--
+	}
+	return n > 0
+}
+
+var errOnMessage = errors.New("netio: messages go to Config.OnMessage")
+
+// waitReadable blocks until a buffer arrives, the connection ends, Close
+// is called or the read deadline passes.
+func (c *Conn) waitReadable() error {
+	c.rxWaiting.Store(true)
+	if c.arrived() {
+		c.rxWaiting.Store(false)
+		return nil
+	}
+	select {
+	case <-c.dead:
+		c.rxWaiting.Store(false)
+		if c.arrived() {
+			return nil
+		}
+		if errors.Is(c.deadErr, io.EOF) {
+			return io.EOF
+		}
+		return c.opError("read", c.deadErr)
+	default:
+	}
+	select {
+	case <-c.rxSignal:
+		return nil
+	case <-c.dead:
+		return nil // looped: the check above reports it
+	case <-c.closing:
+		return c.opError("read", net.ErrClosed)
+	case <-c.rd.wait():
+		return c.opError("read", os.ErrDeadlineExceeded)
+	}
+}
+
+// Write sends p as one message, at once. It blocks while the connection
+// has as many messages in flight as the peer has buffers (the peer is not
+// reading), until the write deadline. A message above the maximum size
+// fails with ErrMessageTooLarge; a deadline that passes half-way through a
+// message larger than one buffer leaves the write side unusable, as a
+// message cannot be taken back.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.closing:
+		return 0, c.opError("write", net.ErrClosed)
+	case <-c.wd.wait():
+		return 0, c.opError("write", os.ErrDeadlineExceeded)
+	case <-c.dead:
+		return 0, c.writeDeadErr()
+	default:
+	}
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if len(p) > c.maxSend {
+		return 0, c.opError("write", ErrMessageTooLarge)
+	}
+	fragMax := c.txBufSize - headerSize
+	slots := uint64(c.txSlots)
+	head := c.txHead.Load()
+	off := 0
+	for {
+		if head-c.txDone.Load() >= slots {
+			if err := c.waitWritable(head); err != nil {
+				if off > 0 {
+					c.werr = err
+				}
+				return off, err
+			}
+		}
+		n := min(len(p)-off, fragMax)
+		h := header{kind: kindData, fragLen: uint32(n), msgLen: uint64(len(p))}
+		if off+n == len(p) {
+			h.flags = flagLast
+		}
+		slot := int(head % slots)
+		b := c.txMem[slot*c.txBufSize:]
+		putHeader(b, h)
+		copy(b[headerSize:], p[off:off+n])
+		c.txLen[slot] = uint32(headerSize + n)
+		head++
+		c.txHead.Store(head)
+		c.kick()
+		off += n
+		if off == len(p) {
+			return off, nil
+		}
+	}
+}
+
+func (c *Conn) waitWritable(head uint64) error {
+	slots := uint64(c.txSlots)
+	for {
+		c.txWaiting.Store(true)
+		if head-c.txDone.Load() < slots {
+			c.txWaiting.Store(false)
+			return nil
+		}
+		select {
+		case <-c.txSpace:
+		case <-c.closing:
+			return c.opError("write", net.ErrClosed)
+		case <-c.dead:
+			return c.writeDeadErr()
+		case <-c.wd.wait():
+			return c.opError("write", os.ErrDeadlineExceeded)
+		}
+	}
+}
+
+func (c *Conn) writeDeadErr() error {
+	err := c.deadErr
+	if errors.Is(err, io.EOF) {
+		err = syscall.EPIPE
+	}
+	return c.opError("write", err)
+}
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.network, Source: &c.local, Addr: &c.remote, Err: err}
+}
+
+// Close closes the connection. Blocked Read and Write calls return
+// net.ErrClosed. Messages already written keep going out for up to
+// Config.Linger, then the peer sees the end of the stream (io.EOF).
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closing)
+	})
+	if !first {
+		return c.opError("close", net.ErrClosed)
+	}
+	// Wait for readers and writers to leave: after this nobody but the
+	// reactor touches the buffers.
+	c.rmu.Lock()
+	c.wmu.Lock()
+	c.rd.stop()
+	c.wd.stop()
+	c.wmu.Unlock()
+	c.rmu.Unlock()
+	if c.eng.r.SubmitFunc(c.startClose) != nil {
+		// The reactor is gone (it only stops when nothing uses it).
+		return nil
+	}
+	return nil
+}
+
+// startClose runs on the reactor after Close.
+func (c *Conn) startClose() {
+	switch c.state {
+	case stateConnecting:
+		c.state = stateClosing
+		c.finishClose()
+	case stateConnected:
+		c.state = stateClosing
+		c.lingerUntil = time.Now().Add(c.cfg.Linger)
+		c.eng.linger(c)
+		c.service()
+	case stateClosing:
+		if c.deadErr != nil {
+			c.finishClose()
+		}
+	}
+}
+
+// continueClose sends FIN once everything written is posted, and finishes
+// once every send has completed, so fi_shutdown loses nothing.
+func (c *Conn) continueClose() {
+	if c.lingerUntil.IsZero() {
+		return // the peer ended it; wait for the user's Close
+	}
+	if !c.finSent && c.txPosted == c.txHead.Load() {
+		c.finSent = c.sendControl(kindFin)
+	}
+	if c.finSent && c.txDone.Load() == c.txPosted && c.ctlBusy == 0 {
+		c.finishClose()
+	}
+}
+
+// finishClose tears the endpoint down and frees everything; on the reactor.
+func (c *Conn) finishClose() {
+	if c.state == stateClosed {
+		return
+	}
+	if c.deadErr == nil && c.up {
+		c.ep.Shutdown()
+	}
+	c.state = stateClosed
+	if c.deadErr == nil {
+		c.deadErr = net.ErrClosed
+		close(c.dead)
+	}
+	c.releaseResources()
+	c.eng.release()
+}
+
+// releaseResources closes in libfabric's order: endpoint, then the drained
+// queue, then the memory it pointed at.
+func (c *Conn) releaseResources() {
+	e := c.eng
+	c.stopCQ()
+	if c.token != 0 {
+		delete(e.targets, c.token)
+	}
+	if c.ep != nil {
+		c.ep.Close()
+		c.ep = nil
+	}
+	if c.cq != nil {
+		for i := 0; i < 16; i++ {
+			n, err := c.cq.Read(e.cqBuf[:])
+			if err != nil {
+				var ce ofi.CompletionError
+				c.cq.ReadError(&ce)
+				continue
+			}
+			if n == 0 {
+				break
+			}
+		}
+		c.cq.Close()
+		c.cq = nil
+	}
+	for _, r := range []**ofi.Region{&c.rxRegion, &c.txRegion, &c.ctlRegion} {
+		if *r != nil {
+			(*r).Close()
+			*r = nil
+		}
+	}
+	c.rxMem, c.txMem = nil, nil
+	if c.dom != nil {
+		c.dom.release()
+		c.dom = nil
+	}
+	if c.fab != nil {
+		c.fab.release()
+		c.fab = nil
+	}
+}
+
+// LocalAddr returns the local address.
+func (c *Conn) LocalAddr() net.Addr { return &c.local }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return &c.remote }
+
+// SetDeadline sets the read and write deadlines; the zero time means none.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rd.set(t)
+	c.wd.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline for Read, ReadMessage and AppendMessage.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.rd.set(t); return nil }
+
+// SetWriteDeadline sets the deadline for Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
+
+// String describes the connection for logs.
+func (c *Conn) String() string {
+	return "netio " + c.network + " " + c.local.String() + "->" + c.remote.String() + " window " + strconv.Itoa(c.txSlots)
+}
+
+var _ net.Conn = (*Conn)(nil)

@@ -1,0 +1,301 @@
+package netio
+
+import (
+	"sync"
+	"time"
+
+	"github.com/netio-go/netio/ofi"
+	"github.com/netio-go/netio/reactor"
+)
+
+// engine is the process's reactor and the libfabric objects it owns. Every
+// field not marked otherwise is touched only on the reactor thread.
+type engine struct {
+	r *reactor.Reactor
+
+	fabrics   map[string]*fabricRes // by provider and fabric name
+	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
+	nextToken uint64
+	dirty     []*Conn // connections whose CQ was used since the last fi_trywait
+	lingering []*Conn // connections closing, with a deadline
+	sweep     *reactor.Timer
+	sweeping  bool
+	cqBuf     [64]ofi.Completion
+	segBuf    []ofi.Segment
+}
+
+// eqTarget receives the connection-management events of one endpoint.
+type eqTarget interface {
+	handleEvent(ev *ofi.Event)
+}
+
+// One engine serves the whole process, created on first use and stopped
+// when the last Listener or Conn is released, so that an idle process
+// keeps no thread, fd or memory of netio's.
+var engines struct {
+	mu   sync.Mutex
+	e    *engine
+	refs int
+}
+
+// spinFor is how long the reactor polls after activity before sleeping.
+// Waking a thread costs 40-140 µs on small VMs, so polling a little longer
+// than a round trip keeps ping-pong traffic off the sleep path.
+const spinFor = 100 * time.Microsecond
+
+func acquireEngine() (*engine, error) {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	if engines.e == nil {
+		e := &engine{fabrics: map[string]*fabricRes{}, targets: map[uint64]eqTarget{}}
+		r, err := reactor.New(&reactor.Config{Spin: spinFor})
+		if err != nil {
+			return nil, err
+		}
+		e.r = r
+		if err := r.AddPoller(e); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if err := r.Call(func() { e.sweep, err = r.NewTimer(e.sweepLingering) }); err != nil {
+			r.Close()
+			return nil, err
+		}
+		engines.e = e
+	}
+	engines.refs++
+	return engines.e, nil
+}
+
+// release drops one reference; the last one stops the reactor. It may be
+// called on the reactor thread, so the stop happens on another goroutine.
+func (e *engine) release() {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	engines.refs--
+	if engines.refs > 0 || engines.e != e {
+		return
+	}
+	engines.e = nil
+	go func() {
+		e.r.Call(func() {
+			e.sweep.Close()
+			for _, f := range e.fabrics {
+				f.close()
+			}
+		})
+		e.r.Close()
+	}()
+}
+
+func (e *engine) newToken(t eqTarget) uint64 {
+	e.nextToken++
+	e.targets[e.nextToken] = t
+	return e.nextToken
+}
+
+// fabricRes is an opened fabric with its event queue and domains,
+// reference-counted by the listeners and connections that use it.
+type fabricRes struct {
+	e       *engine
+	key     string
+	fabric  *ofi.Fabric
+	eq      *ofi.EQ
+	domains map[string]*domainRes
+	refs    int
+	waits   ofi.WaitList
+	ev      ofi.Event
+}
+
+type domainRes struct {
+	f      *fabricRes
+	name   string
+	domain *ofi.Domain
+	refs   int
+}
+
+// fabricFor returns the opened fabric for info, opening it on first use.
+func (e *engine) fabricFor(info *ofi.Info) (*fabricRes, error) {
+	key := info.Provider() + "\x00" + info.FabricName()
+	if f := e.fabrics[key]; f != nil {
+		f.refs++
+		return f, nil
+	}
+	fab, err := ofi.OpenFabric(info)
+	if err != nil {
+		return nil, err
+	}
+	eq, err := fab.OpenEQ(256)
+	if err != nil {
+		fab.Close()
+		return nil, err
+	}
+	f := &fabricRes{e: e, key: key, fabric: fab, eq: eq, domains: map[string]*domainRes{}, refs: 1}
+	if err := e.r.Register(eq.FD(), reactorIn, (*eqHandler)(f)); err != nil {
+		eq.Close()
+		fab.Close()
+		return nil, err
+	}
+	e.fabrics[key] = f
+	return f, nil
+}
+
+func (f *fabricRes) release() {
+	if f.refs--; f.refs > 0 {
+		return
+	}
+	delete(f.e.fabrics, f.key)
+	f.close()
+}
+
+func (f *fabricRes) close() {
+	f.e.r.Unregister(f.eq.FD())
+	for _, d := range f.domains {
+		d.domain.Close()
+	}
+	f.eq.Close()
+	f.fabric.Close()
+}
+
+// domainFor returns the opened domain for info within f.
+func (f *fabricRes) domainFor(info *ofi.Info) (*domainRes, error) {
+	name := info.DomainName()
+	if d := f.domains[name]; d != nil {
+		d.refs++
+		return d, nil
+	}
+	dom, err := f.fabric.OpenDomain(info)
+	if err != nil {
+		return nil, err
+	}
+	d := &domainRes{f: f, name: name, domain: dom, refs: 1}
+	f.domains[name] = d
+	return d, nil
+}
+
+func (d *domainRes) release() {
+	if d.refs--; d.refs > 0 {
+		return
+	}
+	delete(d.f.domains, d.name)
+	d.domain.Close()
+}
+
+// eqHandler reads a fabric's event queue when its fd fires.
+type eqHandler fabricRes
+
+const reactorIn = 0x1 // EPOLLIN
+
+func (h *eqHandler) HandleEvents(uint32) { (*fabricRes)(h).readEvents() }
+
+func (f *fabricRes) readEvents() {
+	for {
+		ok, err := f.eq.Read(&f.ev)
+		if err != nil || !ok {
+			return
+		}
+		if f.ev.Kind == ofi.EventOther {
+			continue
+		}
+		t := f.e.targets[f.ev.Context]
+		if t == nil {
+			// A request for a listener that is gone must still be
+			// answered, or the peer never hears back.
+			if f.ev.Kind == ofi.EventConnReq {
+				f.ev.Info.Free()
+			}
+			continue
+		}
+		t.handleEvent(&f.ev)
+	}
+}
+
+// Poll drives the completion queues used since the last sleep; libfabric's
+// tcp provider makes progress only inside such calls.
+func (e *engine) Poll() bool {
+	busy := false
+	for i := 0; i < len(e.dirty); i++ {
+		if e.dirty[i].pollCQ() {
+			busy = true
+		}
+	}
+	return busy
+}
+
+// TryWait is fi_trywait over every fabric's event queue and the completion
+// queues used since the last sleep. Queues untouched since then were
+// already armed by an earlier trywait.
+func (e *engine) TryWait() bool {
+	for _, f := range e.fabrics {
+		f.waits.Reset()
+		f.waits.Add(f.eq)
+	}
+	for _, c := range e.dirty {
+		if c.cq != nil {
+			c.fab.waits.Add(c.cq)
+		}
+	}
+	ok := true
+	for _, f := range e.fabrics {
+		if can, err := f.fabric.TryWait(&f.waits); err == nil && !can {
+			ok = false
+			f.readEvents()
+		}
+	}
+	if ok {
+		for _, c := range e.dirty {
+			c.dirty = false
+		}
+		clear(e.dirty)
+		e.dirty = e.dirty[:0]
+	}
+	return ok
+}
+
+func (e *engine) markDirty(c *Conn) {
+	if !c.dirty {
+		c.dirty = true
+		e.dirty = append(e.dirty, c)
+	}
+}
+
+func (e *engine) forget(c *Conn) {
+	if c.dirty {
+		for i, d := range e.dirty {
+			if d == c {
+				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
+				break
+			}
+		}
+		c.dirty = false
+	}
+	for i, d := range e.lingering {
+		if d == c {
+			e.lingering = append(e.lingering[:i], e.lingering[i+1:]...)
+			break
+		}
+	}
+}
+
+// linger starts watching c's close deadline.
+func (e *engine) linger(c *Conn) {
+	e.lingering = append(e.lingering, c)
+	if !e.sweeping {
+		e.sweeping = true
+		e.sweep.Start(20 * time.Millisecond)
+	}
+}
+
+func (e *engine) sweepLingering() {
+	now := time.Now()
+	for i := 0; i < len(e.lingering); i++ {
+		if c := e.lingering[i]; now.After(c.lingerUntil) {
+			c.finishClose() // removes c from e.lingering
+			i--
+		}
+	}
+	if len(e.lingering) == 0 {
+		e.sweeping = false
+		e.sweep.Stop()
+	}
+}

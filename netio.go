@@ -1,0 +1,238 @@
+// Package netio moves messages between processes over high-performance
+// fabrics (InfiniBand, RoCE, Omni-Path, EFA and plain TCP) through
+// libfabric, with an API shaped like the net package.
+//
+// Listen and Dial work like net.Listen and net.Dial; the network names the
+// libfabric provider ("tcp", "verbs", "sockets", ...; "" picks
+// DefaultNetwork, or $NETIO_PROVIDER when set) and the address is a
+// host:port:
+//
+//	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+//	...
+//	c, err := netio.Dial("tcp", ln.Addr().String())
+//
+// A *Conn is a net.Conn that keeps message boundaries: each Write sends one
+// message at once (NetIO's low-latency mode, no batching), ReadMessage and
+// AppendMessage return exactly one message, and Read treats the messages as
+// a byte stream so that any net.Conn user (net/http, bufio, io.Copy) works
+// unchanged. Flow control is credit-based: a connection never sends to a
+// peer that has no receive buffer posted for it, which is what verbs
+// requires, and Write blocks when the peer stops reading.
+//
+// Internally every connection of a process is driven by one reactor: a
+// goroutine locked to its OS thread that alone touches libfabric, woken
+// through an eventfd doorbell only when it is about to sleep (see package
+// reactor). Other goroutines hand it work through lock-free rings, so the
+// fast path takes no lock and makes no system call per message on the Go
+// side. User code never runs on the reactor unless Config.OnMessage asks
+// for it.
+package netio
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// Defaults used when a Config field is zero.
+const (
+	// DefaultNetwork is the provider used when the network is "" and
+	// $NETIO_PROVIDER is unset: libfabric's tcp provider works everywhere.
+	DefaultNetwork = "tcp"
+	// DefaultBufferSize is the size of one receive buffer. Messages larger
+	// than a buffer are sent in fragments of this size.
+	DefaultBufferSize = 256 << 10
+	// DefaultWindow is the number of receive buffers each side posts: the
+	// credits the peer may use before it has to wait.
+	DefaultWindow = 16
+	// DefaultMaxMessageSize is the largest message a connection accepts.
+	DefaultMaxMessageSize = 64 << 20
+	// DefaultConnectTimeout bounds Dial when the context has no deadline:
+	// libfabric would wait minutes for a host that drops SYNs.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultLinger is how long a closed connection keeps sending data
+	// already written before it gives up.
+	DefaultLinger = 5 * time.Second
+	// DefaultBacklog is how many established connections a Listener queues
+	// before Accept takes them; further requests are rejected.
+	DefaultBacklog = 128
+)
+
+// Config configures a Listener or a connection. The zero value is ready to
+// use: every zero field means the default named in its comment.
+type Config struct {
+	// BufferSize is the size in bytes of each receive buffer this side
+	// posts (header included); the peer fragments its messages to fit.
+	// Zero means DefaultBufferSize. At least 4 KiB.
+	BufferSize int
+	// Window is the number of receive buffers this side posts, so the
+	// number of messages the peer may have in flight. Zero means
+	// DefaultWindow. At least 4.
+	Window int
+	// MaxMessageSize is the largest message this side sends or accepts;
+	// the smaller of the two sides' values applies to each direction.
+	// Zero means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// ConnectTimeout bounds connection set-up when Dial's context has no
+	// earlier deadline. Zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Linger bounds how long Close keeps sending what was already written
+	// when the peer is slow to take it. Zero means DefaultLinger.
+	Linger time.Duration
+	// Backlog is the number of connections a Listener holds for Accept.
+	// Zero means DefaultBacklog.
+	Backlog int
+	// OnMessage, when set, is NetIO's low-latency receive socket: every
+	// message is handed to it on the reactor thread as soon as it
+	// arrives, skipping the hop to a reading goroutine, and Read and
+	// ReadMessage are not used. msg is valid only during the call. It must
+	// return quickly and never block: it stalls every connection of the
+	// process while it runs. It may call Write only if the window cannot
+	// be exhausted (Write would block the reactor).
+	OnMessage func(c *Conn, msg []byte)
+}
+
+// Option changes a Config; it returns an error for values out of range.
+type Option func(*Config) error
+
+// WithConfig replaces the whole configuration.
+func WithConfig(c Config) Option { return func(dst *Config) error { *dst = c; return nil } }
+
+// WithBufferSize sets Config.BufferSize.
+func WithBufferSize(n int) Option {
+	return func(c *Config) error {
+		if n < minBufferSize || n > maxBufferSize {
+			return errors.New("netio: buffer size out of range [4 KiB, 1 GiB]")
+		}
+		c.BufferSize = n
+		return nil
+	}
+}
+
+// WithWindow sets Config.Window.
+func WithWindow(n int) Option {
+	return func(c *Config) error {
+		if n < minWindow || n > maxWindow {
+			return errors.New("netio: window out of range [4, 4096]")
+		}
+		c.Window = n
+		return nil
+	}
+}
+
+// WithMaxMessageSize sets Config.MaxMessageSize.
+func WithMaxMessageSize(n int) Option {
+	return func(c *Config) error {
+		if n <= 0 {
+			return errors.New("netio: maximum message size must be positive")
+		}
+		c.MaxMessageSize = n
+		return nil
+	}
+}
+
+// WithConnectTimeout sets Config.ConnectTimeout.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("netio: connect timeout must be positive")
+		}
+		c.ConnectTimeout = d
+		return nil
+	}
+}
+
+// WithLinger sets Config.Linger.
+func WithLinger(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("netio: linger must be positive")
+		}
+		c.Linger = d
+		return nil
+	}
+}
+
+// WithBacklog sets Config.Backlog.
+func WithBacklog(n int) Option {
+	return func(c *Config) error {
+		if n <= 0 {
+			return errors.New("netio: backlog must be positive")
+		}
+		c.Backlog = n
+		return nil
+	}
+}
+
+// WithOnMessage sets Config.OnMessage.
+func WithOnMessage(f func(c *Conn, msg []byte)) Option {
+	return func(c *Config) error { c.OnMessage = f; return nil }
+}
+
+const (
+	minBufferSize = 4 << 10
+	maxBufferSize = 1 << 30
+	minWindow     = 4
+	maxWindow     = 4096
+)
+
+func buildConfig(opts []Option) (Config, error) {
+	var c Config
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	if c.BufferSize == 0 {
+		c.BufferSize = DefaultBufferSize
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.Backlog == 0 {
+		c.Backlog = DefaultBacklog
+	}
+	switch {
+	case c.BufferSize < minBufferSize || c.BufferSize > maxBufferSize:
+		return c, errors.New("netio: buffer size out of range [4 KiB, 1 GiB]")
+	case c.Window < minWindow || c.Window > maxWindow:
+		return c, errors.New("netio: window out of range [4, 4096]")
+	case c.MaxMessageSize < 0:
+		return c, errors.New("netio: maximum message size must be positive")
+	}
+	return c, nil
+}
+
+// provider maps a network argument to a libfabric provider name.
+func provider(network string) string {
+	if network != "" {
+		return network
+	}
+	if p := os.Getenv("NETIO_PROVIDER"); p != "" {
+		return p
+	}
+	return DefaultNetwork
+}
+
+// Errors reported by connections, wrapped in *net.OpError.
+var (
+	// ErrMessageTooLarge is returned by Write for a message above the
+	// connection's maximum, and closes a connection whose peer sends one.
+	ErrMessageTooLarge = errors.New("netio: message too large")
+	// ErrProtocol closes a connection whose peer broke the wire protocol
+	// (a truncated or lying header, an unknown control message, credits it
+	// was never owed).
+	ErrProtocol = errors.New("netio: protocol violation")
+	// ErrRejected is returned by Dial when the listener refused the
+	// connection (its backlog was full, or it is closing).
+	ErrRejected = errors.New("netio: connection rejected")
+)

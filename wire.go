@@ -1,0 +1,106 @@
+package netio
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Every libfabric message netio sends starts with a 16-byte header:
+//
+//	[0]     kind: kindData, kindCredit or kindFin
+//	[1]     flags: flagLast on the last fragment of a message
+//	[2:4]   credits returned to the receiver of this header (uint16)
+//	[4:8]   payload bytes in this fragment (uint32)
+//	[8:16]  total bytes of the message this fragment belongs to (uint64)
+//
+// Credits ride on every header, so traffic in one direction returns the
+// credits of the other; a kindCredit message carries them alone when there
+// is no such traffic. All fields are little-endian.
+const headerSize = 16
+
+const (
+	kindData   = 1
+	kindCredit = 2
+	kindFin    = 3 // the sender closed; nothing follows
+
+	flagLast = 1
+)
+
+type header struct {
+	kind    uint8
+	flags   uint8
+	credits uint16
+	fragLen uint32
+	msgLen  uint64
+}
+
+func putHeader(b []byte, h header) {
+	_ = b[headerSize-1]
+	b[0] = h.kind
+	b[1] = h.flags
+	binary.LittleEndian.PutUint16(b[2:], h.credits)
+	binary.LittleEndian.PutUint32(b[4:], h.fragLen)
+	binary.LittleEndian.PutUint64(b[8:], h.msgLen)
+}
+
+func putCredits(b []byte, credits uint16) { binary.LittleEndian.PutUint16(b[2:], credits) }
+
+func readHeader(b []byte) header {
+	_ = b[headerSize-1]
+	return header{
+		kind:    b[0],
+		flags:   b[1],
+		credits: binary.LittleEndian.Uint16(b[2:]),
+		fragLen: binary.LittleEndian.Uint32(b[4:]),
+		msgLen:  binary.LittleEndian.Uint64(b[8:]),
+	}
+}
+
+// hello is the private data of a connection request and of its accept: each
+// side states what it posts for the other. It fits the 55 bytes verbs
+// carries.
+type hello struct {
+	version    uint8
+	window     uint32 // receive buffers posted for the peer
+	bufferSize uint32 // bytes per receive buffer, header included
+	maxMessage uint64 // largest message accepted
+}
+
+const (
+	helloMagic    = "NTIO"
+	helloSize     = 24
+	protocolLevel = 1
+)
+
+func (h hello) marshal() []byte {
+	b := make([]byte, helloSize)
+	copy(b, helloMagic)
+	b[4] = h.version
+	binary.LittleEndian.PutUint32(b[8:], h.window)
+	binary.LittleEndian.PutUint32(b[12:], h.bufferSize)
+	binary.LittleEndian.PutUint64(b[16:], h.maxMessage)
+	return b
+}
+
+func parseHello(b []byte) (hello, error) {
+	if len(b) < helloSize || string(b[:4]) != helloMagic {
+		return hello{}, fmt.Errorf("%w: not a netio peer (bad handshake of %d bytes)", ErrProtocol, len(b))
+	}
+	h := hello{
+		version:    b[4],
+		window:     binary.LittleEndian.Uint32(b[8:]),
+		bufferSize: binary.LittleEndian.Uint32(b[12:]),
+		maxMessage: binary.LittleEndian.Uint64(b[16:]),
+	}
+	switch {
+	case h.version != protocolLevel:
+		return h, fmt.Errorf("%w: peer speaks protocol %d, not %d", ErrProtocol, h.version, protocolLevel)
+	case h.window < minWindow || h.window > maxWindow:
+		return h, fmt.Errorf("%w: peer window %d out of range", ErrProtocol, h.window)
+	case h.bufferSize < minBufferSize || h.bufferSize > maxBufferSize:
+		return h, fmt.Errorf("%w: peer buffer size %d out of range", ErrProtocol, h.bufferSize)
+	case h.maxMessage == 0:
+		return h, fmt.Errorf("%w: peer accepts no messages", ErrProtocol)
+	}
+	return h, nil
+}
