@@ -80,7 +80,10 @@ type Config struct {
 	// the reactor a wake-up. A goroutine blocked in Call also polls for its
 	// result for up to Spin before it parks. Zero means DefaultSpin; a
 	// negative value means never spin: the loop tries to sleep as soon as an
-	// iteration finds nothing to do, and Call parks at once.
+	// iteration finds nothing to do, and Call parks at once. Spinning needs a
+	// second P: with GOMAXPROCS=1 the spinning thread would hold the only P
+	// and starve every other goroutine, so zero then means no spinning
+	// (GOMAXPROCS is read once, by New); a positive value is always obeyed.
 	Spin time.Duration
 
 	// QueueSize is the capacity of the lock-free command ring, rounded up to
@@ -224,6 +227,8 @@ func New(cfg *Config) (*Reactor, error) {
 		c = *cfg
 	}
 	switch {
+	case c.Spin == 0 && runtime.GOMAXPROCS(0) < 2:
+		c.Spin = 0
 	case c.Spin == 0:
 		c.Spin = DefaultSpin
 	case c.Spin < 0:

@@ -656,24 +656,53 @@ func TestNoSpinSleeps(t *testing.T) {
 }
 
 // With a long Spin the pollers are called again and again after activity,
-// and the reactor does not sleep meanwhile.
+// and the reactor tries to sleep (TryWait) only once Spin has passed.
 func TestSpinPolls(t *testing.T) {
-	r := newReactor(t, &Config{Spin: 10 * time.Millisecond})
-	p := &countPoller{}
+	const spin = 10 * time.Millisecond
+	r := newReactor(t, &Config{Spin: spin})
+	p := &spinPoller{}
 	if err := r.AddPoller(p); err != nil {
 		t.Fatal(err)
 	}
-	r.Call(func() {}) // activity: spin 10ms from here
-	start := p.polls.Load()
-	time.Sleep(3 * time.Millisecond)
-	if got := p.polls.Load() - start; got < 10 {
-		t.Fatalf("%d polls in 3ms of spinning", got)
+	eventually(t, 2*time.Second, "a sleep", func() bool { return r.Stats().Sleeps > 0 })
+	var mark time.Time
+	var polls0 int64
+	r.Call(func() { // activity: spin from here
+		mark = time.Now()
+		polls0 = p.polls.Load()
+		p.tryWaitAt.Store(0)
+	})
+	// Watch without touching the reactor (a Call would be activity).
+	eventually(t, 2*time.Second, "TryWait after the spin", func() bool { return p.tryWaitAt.Load() != 0 })
+	spun := time.Unix(0, p.tryWaitAt.Load()).Sub(mark)
+	polls := p.pollsAtTryWait.Load() - polls0
+	t.Logf("spun %v, %d polls; %+v", spun, polls, r.Stats())
+	if spun < spin-time.Millisecond {
+		t.Fatalf("TryWait %v after the last activity, want >= %v", spun, spin)
 	}
-	// Poll reporting work extends the spin; once idle it sleeps.
-	eventually(t, 2*time.Second, "sleep after the spin", func() bool { return r.Stats().Sleeps > 0 })
+	if polls < 10 {
+		t.Fatalf("%d polls while spinning for %v", polls, spun)
+	}
 	if r.Stats().Spins == 0 {
 		t.Fatal("no spins counted")
 	}
+}
+
+// spinPoller records when TryWait is first called after tryWaitAt was reset.
+type spinPoller struct {
+	polls          atomic.Int64
+	tryWaitAt      atomic.Int64 // UnixNano
+	pollsAtTryWait atomic.Int64
+}
+
+func (p *spinPoller) Poll() bool { p.polls.Add(1); return false }
+
+func (p *spinPoller) TryWait() bool {
+	if p.tryWaitAt.Load() == 0 {
+		p.pollsAtTryWait.Store(p.polls.Load())
+		p.tryWaitAt.Store(time.Now().UnixNano())
+	}
+	return true
 }
 
 // A poller whose TryWait refuses keeps the reactor awake.
@@ -804,4 +833,35 @@ func TestUnregisterSkipsCollected(t *testing.T) {
 		t.Fatalf("%d handler calls, want 1", n)
 	}
 	r.Unregister(rdC)
+}
+
+// chanTask signals a channel when it runs.
+type chanTask struct{ ch chan struct{} }
+
+func (c *chanTask) Run() { c.ch <- struct{}{} }
+
+// Ping-pong with a reactor that goes to sleep as soon as it is idle: every
+// submit races with the loop's way to sleep. A lost wake-up shows as a task
+// that does not run.
+func TestNoLostWakeup(t *testing.T) {
+	rounds := 20_000
+	if raceEnabled {
+		rounds = 5_000
+	}
+	r := newReactor(t, &Config{Spin: -1})
+	task := &chanTask{ch: make(chan struct{}, 1)}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for i := range rounds {
+		if err := r.Submit(task); err != nil {
+			t.Fatal(err)
+		}
+		timer.Reset(2 * time.Second)
+		select {
+		case <-task.ch:
+		case <-timer.C:
+			t.Fatalf("round %d: task not run after 2s (lost wake-up); %+v", i, r.Stats())
+		}
+	}
+	t.Logf("%d rounds: %+v", rounds, r.Stats())
 }
