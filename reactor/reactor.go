@@ -544,8 +544,11 @@ var callPool = sync.Pool{New: func() any { return &callTask{done: make(chan stru
 // before f ran, Call returns ErrClosed and f never runs; a waiter never
 // outlives the loop.
 //
-// The caller polls for the result for up to Config.Spin before it blocks:
-// waking a blocked goroutine costs about as much as waking the reactor.
+// The caller polls for its result (yielding its P in between) for up to
+// Config.Spin, at most maxCallPoll, before it blocks: a goroutine readied by
+// the reactor lands in the run queue of the reactor's P, which the locked
+// thread cannot run, and waits until another thread wakes up and steals it,
+// which costs tens of microseconds.
 func (r *Reactor) Call(f func()) error {
 	if r.OnReactor() {
 		f()
@@ -577,10 +580,15 @@ func (r *Reactor) Call(f func()) error {
 	return nil
 }
 
-// pollCall waits actively for c for up to r.spin and reports whether it
-// completed.
+// maxCallPoll bounds the polling of a Call: beyond a couple of thread
+// wake-ups, parking costs less than polling.
+const maxCallPoll = 200 * time.Microsecond
+
+// pollCall waits actively for c for up to min(r.spin, maxCallPoll) and
+// reports whether it completed.
 func (r *Reactor) pollCall(c *callTask) bool {
-	if r.spin <= 0 {
+	limit := min(r.spin, maxCallPoll)
+	if limit <= 0 {
 		return false
 	}
 	var start time.Time
@@ -591,7 +599,7 @@ func (r *Reactor) pollCall(c *callTask) bool {
 		if i&15 == 15 {
 			if start.IsZero() {
 				start = time.Now()
-			} else if time.Since(start) > r.spin {
+			} else if time.Since(start) > limit {
 				return false
 			}
 		}

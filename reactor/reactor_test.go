@@ -343,13 +343,41 @@ func TestSubmitNoAlloc(t *testing.T) {
 	if task.n != 10_001 { // AllocsPerRun runs once more to warm up
 		t.Fatalf("%d runs", task.n)
 	}
-	// An idle, spinning and sleeping loop allocates nothing either.
+}
+
+// atomicTask counts its runs where other goroutines can see them.
+type atomicTask struct{ n atomic.Int64 }
+
+func (a *atomicTask) Run() { a.n.Add(1) }
+
+// The loop allocates nothing per iteration, spinning or sleeping and waking.
+// (Mallocs counts every goroutine, so allow a few strays.)
+func TestLoopNoAlloc(t *testing.T) {
 	var ms1, ms2 runtime.MemStats
+	r := newReactor(t, &Config{Spin: time.Second})
+	r.Call(func() {}) // spin for a second from now
+	s1 := r.Stats().Spins
 	runtime.ReadMemStats(&ms1)
 	time.Sleep(20 * time.Millisecond)
 	runtime.ReadMemStats(&ms2)
-	if d := ms2.Mallocs - ms1.Mallocs; d > 2 {
-		t.Errorf("%d allocations in 20ms of idle loop", d)
+	spins := r.Stats().Spins - s1
+	if a := ms2.Mallocs - ms1.Mallocs; spins < 1000 || a > spins/100 {
+		t.Errorf("spinning: %d allocations in %d iterations", a, spins)
+	}
+	r.Close() // stop burning a CPU
+
+	r2 := newReactor(t, &Config{Spin: -1})
+	task := &atomicTask{}
+	w1 := r2.Stats().Wakeups
+	allocs := testing.AllocsPerRun(500, func() {
+		want := task.n.Load() + 1
+		r2.Submit(task)
+		for task.n.Load() != want {
+			runtime.Gosched()
+		}
+	})
+	if w := r2.Stats().Wakeups - w1; allocs != 0 || w < 100 {
+		t.Errorf("sleeping: %v allocations per submit-wake-run cycle (%d wakeups)", allocs, w)
 	}
 }
 
