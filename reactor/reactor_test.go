@@ -512,7 +512,7 @@ func TestClosedErrors(t *testing.T) {
 		"Submit":      r.Submit(&ptrTask{}),
 		"SubmitFunc":  r.SubmitFunc(func() {}),
 		"Call":        r.Call(func() { t.Error("ran") }),
-		"Register":    r.Register(0, unix.EPOLLIN, HandlerFunc(nil)),
+		"Register":    r.Register(0, unix.EPOLLIN, handlerFunc(nil)),
 		"AddPoller":   r.AddPoller(&countPoller{}),
 		"Timer.Start": tm.Start(time.Second),
 		"Timer.Stop":  tm.Stop(),
@@ -534,10 +534,10 @@ func TestClosedErrors(t *testing.T) {
 	}
 }
 
-// HandlerFunc adapts a function to Handler (test helper).
-type HandlerFunc func(uint32)
+// handlerFunc adapts a function to Handler (test helper).
+type handlerFunc func(uint32)
 
-func (f HandlerFunc) HandleEvents(ev uint32) { f(ev) }
+func (f handlerFunc) HandleEvents(ev uint32) { f(ev) }
 
 // Stop and Close from callbacks neither block nor leak.
 func TestStopAndCloseFromCallback(t *testing.T) {
@@ -769,7 +769,7 @@ func TestRegisterPipe(t *testing.T) {
 	rd, wr := pipe(t)
 	got := make(chan byte, 16)
 	var calls atomic.Int64
-	h := HandlerFunc(func(ev uint32) {
+	h := handlerFunc(func(ev uint32) {
 		calls.Add(1)
 		var b [1]byte
 		if n, _ := unix.Read(rd, b[:]); n == 1 {
@@ -835,8 +835,8 @@ func TestUnregisterSkipsCollected(t *testing.T) {
 	unix.Write(wrA, []byte{1})
 	unix.Write(wrB, []byte{1})
 	var calls atomic.Int64
-	var a, b HandlerFunc
-	stale := HandlerFunc(func(uint32) { t.Error("new registration got a stale event") })
+	var a, b handlerFunc
+	stale := handlerFunc(func(uint32) { t.Error("new registration got a stale event") })
 	a = func(uint32) {
 		calls.Add(1)
 		r.Unregister(rdA)
