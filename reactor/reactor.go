@@ -164,6 +164,7 @@ type Reactor struct {
 	_        [cacheLine]byte
 	sleeping atomic.Uint32
 	stopping atomic.Bool
+	inWait   atomic.Bool // the loop is inside epoll_wait(-1); read by polling callers
 	_        [cacheLine - 8]byte
 
 	ring ring
@@ -183,6 +184,9 @@ type Reactor struct {
 
 	epfd        int
 	spin        time.Duration
+	callPoll    time.Duration // how long a Call may poll; 0: never
+	maxPollers  int32         // how many Calls may poll at once
+	callPollers atomic.Int32  // Calls polling now
 	batch       int
 	onInit      func(*Reactor)
 	tid         atomic.Int32 // thread of the loop; 0 once it has exited
@@ -266,12 +270,16 @@ func New(cfg *Config) (*Reactor, error) {
 		epfd:   epfd,
 		spin:   c.Spin,
 		batch:  size,
-		onInit: c.OnInit,
-		done:   make(chan struct{}),
-		events: make([]unix.EpollEvent, maxEvents),
-		fdSlot: make(map[int]int32),
-		owned:  make(map[*fdObj]struct{}),
-		epoch:  time.Now(),
+		// Polling callers may use every P but one, which stays free
+		// for the reactor when it wakes up (GOMAXPROCS=1: no polling).
+		callPoll:   min(c.Spin, maxCallPoll),
+		maxPollers: int32(runtime.GOMAXPROCS(0) - 1),
+		onInit:     c.OnInit,
+		done:       make(chan struct{}),
+		events:     make([]unix.EpollEvent, maxEvents),
+		fdSlot:     make(map[int]int32),
+		owned:      make(map[*fdObj]struct{}),
+		epoch:      time.Now(),
 	}
 	r.ring.init(size)
 	started := make(chan struct{})
@@ -327,7 +335,9 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			continue
 		}
 		r.stats.sleeps.Add(1)
+		r.inWait.Store(true)
 		n := r.wait(-1)
+		r.inWait.Store(false)
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
 		r.dispatch(n)
@@ -544,11 +554,11 @@ var callPool = sync.Pool{New: func() any { return &callTask{done: make(chan stru
 // before f ran, Call returns ErrClosed and f never runs; a waiter never
 // outlives the loop.
 //
-// The caller polls for its result (yielding its P in between) for up to
-// Config.Spin, at most maxCallPoll, before it blocks: a goroutine readied by
-// the reactor lands in the run queue of the reactor's P, which the locked
-// thread cannot run, and waits until another thread wakes up and steals it,
-// which costs tens of microseconds.
+// While the reactor is awake, the caller polls for its result (yielding its
+// P in between) for up to Config.Spin, at most 200µs, before it blocks: a
+// goroutine readied by the reactor lands in the run queue of the reactor's
+// P, which the locked thread cannot run, and waits until another thread
+// wakes up and steals it, which costs tens of microseconds.
 func (r *Reactor) Call(f func()) error {
 	if r.OnReactor() {
 		f()
@@ -584,22 +594,32 @@ func (r *Reactor) Call(f func()) error {
 // wake-ups, parking costs less than polling.
 const maxCallPoll = 200 * time.Microsecond
 
-// pollCall waits actively for c for up to min(r.spin, maxCallPoll) and
-// reports whether it completed.
+// pollCall waits actively for c, for up to r.callPoll, and reports whether
+// it completed. It gives up at once when polling would compete with the
+// reactor for CPUs instead of saving a wake-up: when the loop is asleep in
+// epoll_wait (it has to wake up before it can run c, and needs a P for it),
+// or when GOMAXPROCS-1 other Calls already poll.
 func (r *Reactor) pollCall(c *callTask) bool {
-	limit := min(r.spin, maxCallPoll)
-	if limit <= 0 {
+	if r.callPoll <= 0 || r.inWait.Load() {
 		return false
 	}
+	if r.callPollers.Add(1) > r.maxPollers {
+		r.callPollers.Add(-1)
+		return false
+	}
+	defer r.callPollers.Add(-1)
 	var start time.Time
 	for i := 0; ; i++ {
 		if c.state.Load() == callDone {
 			return true
 		}
 		if i&15 == 15 {
+			if r.inWait.Load() {
+				return false
+			}
 			if start.IsZero() {
 				start = time.Now()
-			} else if time.Since(start) > limit {
+			} else if time.Since(start) > r.callPoll {
 				return false
 			}
 		}
