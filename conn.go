@@ -96,7 +96,8 @@ type Conn struct {
 	finRecv      bool
 	lingerUntil  time.Time
 	onClosed     func()
-	cbMsg        []byte // OnMessage reassembly
+	cbMsg        []byte   // OnMessage reassembly
+	rxReclaim    []uint32 // buffers the reactor itself is done with (control messages, OnMessage)
 	listener     *Listener
 }
 
@@ -260,6 +261,7 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 	}
 	c.rxReady = newSPSCRing(c.rxWindow)
 	c.rxFree = newSPSCRing(c.rxWindow)
+	c.rxReclaim = make([]uint32, 0, c.rxWindow)
 	segs := e.segBuf[:0]
 	for i := 0; i < c.rxWindow; i++ {
 		segs = append(segs, ofi.Segment{Offset: uint64(i * c.rxBufSize), Len: uint64(c.rxBufSize), Token: tokRecv | uint64(i)})
@@ -423,7 +425,7 @@ func (c *Conn) pollCQ() bool {
 	}
 	e := c.eng
 	busy := false
-	for {
+	for c.cq != nil {
 		n, err := c.cq.Read(e.cqBuf[:])
 		if err != nil {
 			var ce ofi.CompletionError
@@ -438,7 +440,7 @@ func (c *Conn) pollCQ() bool {
 			break
 		}
 		busy = true
-		for i := 0; i < n; i++ {
+		for i := 0; i < n && c.state != stateClosed; i++ {
 			cmp := &e.cqBuf[i]
 			slot := uint32(cmp.Token)
 			switch cmp.Token & tokKindMask {
@@ -453,6 +455,9 @@ func (c *Conn) pollCQ() bool {
 		if n < len(e.cqBuf) {
 			break
 		}
+	}
+	if c.state == stateClosed {
+		return busy
 	}
 	if busy {
 		e.markDirty(c)
@@ -473,7 +478,11 @@ func (c *Conn) onCompletionError(ce *ofi.CompletionError) {
 		return
 	}
 	err := error(&ce.AsyncError)
-	if errors.Is(err, ofi.ETRUNC) {
+	if c.finRecv {
+		// The peer closed in order and is gone: what we still tried to
+		// send fails, but reading ends with io.EOF as usual.
+		err = io.EOF
+	} else if errors.Is(err, ofi.ETRUNC) {
 		err = fmt.Errorf("%w: peer sent a message larger than the receive buffer", ErrProtocol)
 	}
 	c.fail(err)
@@ -551,13 +560,19 @@ func (c *Conn) onRecv(slot uint32, n uint64) {
 			c.deliverCallback(slot, h)
 			return
 		}
+		if !c.lingerUntil.IsZero() {
+			// Closed by the user: nobody will read it. Dropping it returns
+			// the credit, so a peer stuck writing to us can finish too.
+			c.rxReclaim = append(c.rxReclaim, slot)
+			return
+		}
 		c.rxReady.push(slot)
 		c.rxNotify = true
 	case kindCredit:
-		c.rxFree.push(slot) // no reader involved: re-post at once
+		c.rxReclaim = append(c.rxReclaim, slot) // no reader involved: re-post at once
 	case kindFin:
 		c.finRecv = true
-		c.rxFree.push(slot)
+		c.rxReclaim = append(c.rxReclaim, slot)
 	default:
 		c.protocolError("unknown message kind %d", h.kind)
 	}
@@ -576,7 +591,7 @@ func (c *Conn) deliverCallback(slot uint32, h header) {
 			c.cbMsg = c.cbMsg[:0]
 		}
 	}
-	c.rxFree.push(slot)
+	c.rxReclaim = append(c.rxReclaim, slot)
 }
 
 // service posts what is ready: receive buffers handed back, written
@@ -593,8 +608,12 @@ func (c *Conn) service() {
 		if !ok {
 			break
 		}
+		c.rxReclaim = append(c.rxReclaim, slot)
+	}
+	for _, slot := range c.rxReclaim {
 		segs = append(segs, ofi.Segment{Offset: uint64(int(slot) * c.rxBufSize), Len: uint64(c.rxBufSize), Token: tokRecv | uint64(slot)})
 	}
+	c.rxReclaim = c.rxReclaim[:0]
 	if len(segs) > 0 {
 		n, err := c.ep.PostRecv(c.rxRegion, segs)
 		c.owed += n
@@ -625,7 +644,8 @@ func (c *Conn) service() {
 	}
 	e.segBuf = segs[:0]
 	// An explicit credit return when enough is owed or the peer is stuck.
-	if c.owed > 0 && (c.owed >= c.rxWindow/2 || c.peerCredits < 2) && c.credits >= 1 {
+	// After the peer's FIN it sends nothing more and needs no credit.
+	if c.owed > 0 && !c.finRecv && (c.owed >= c.rxWindow/2 || c.peerCredits < 2) && c.credits >= 1 {
 		c.sendControl(kindCredit)
 	}
 	c.rxUrgent.Store(c.peerCredits < 2)
@@ -1036,6 +1056,14 @@ func (c *Conn) startClose() {
 	case stateConnected:
 		c.state = stateClosing
 		c.lingerUntil = time.Now().Add(c.cfg.Linger)
+		// Close waited for the reader to leave: unread buffers are ours.
+		for {
+			slot, ok := c.rxReady.pop()
+			if !ok {
+				break
+			}
+			c.rxReclaim = append(c.rxReclaim, slot)
+		}
 		c.eng.linger(c)
 		c.service()
 	case stateClosing:

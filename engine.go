@@ -20,6 +20,7 @@ type engine struct {
 	lingering []*Conn // connections closing, with a deadline
 	sweep     *reactor.Timer
 	sweeping  bool
+	refs      int // guarded by engines.mu
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 }
@@ -33,9 +34,8 @@ type eqTarget interface {
 // when the last Listener or Conn is released, so that an idle process
 // keeps no thread, fd or memory of netio's.
 var engines struct {
-	mu   sync.Mutex
-	e    *engine
-	refs int
+	mu sync.Mutex
+	e  *engine
 }
 
 // spinFor is how long the reactor polls after activity before sleeping.
@@ -63,8 +63,15 @@ func acquireEngine() (*engine, error) {
 		}
 		engines.e = e
 	}
-	engines.refs++
+	engines.e.refs++
 	return engines.e, nil
+}
+
+// ref adds a reference to an engine already held by the caller.
+func (e *engine) ref() {
+	engines.mu.Lock()
+	e.refs++
+	engines.mu.Unlock()
 }
 
 // release drops one reference; the last one stops the reactor. It may be
@@ -72,8 +79,11 @@ func acquireEngine() (*engine, error) {
 func (e *engine) release() {
 	engines.mu.Lock()
 	defer engines.mu.Unlock()
-	engines.refs--
-	if engines.refs > 0 || engines.e != e {
+	e.refs--
+	if e.refs < 0 {
+		panic("netio: engine released more often than acquired")
+	}
+	if e.refs > 0 {
 		return
 	}
 	engines.e = nil
@@ -103,6 +113,7 @@ type fabricRes struct {
 	eq      *ofi.EQ
 	domains map[string]*domainRes
 	refs    int
+	closed  bool
 	waits   ofi.WaitList
 	ev      ofi.Event
 }
@@ -149,6 +160,7 @@ func (f *fabricRes) release() {
 }
 
 func (f *fabricRes) close() {
+	f.closed = true
 	f.e.r.Unregister(f.eq.FD())
 	for _, d := range f.domains {
 		d.domain.Close()
@@ -189,7 +201,9 @@ const reactorIn = 0x1 // EPOLLIN
 func (h *eqHandler) HandleEvents(uint32) { (*fabricRes)(h).readEvents() }
 
 func (f *fabricRes) readEvents() {
-	for {
+	// The last connection of a fabric may end inside this loop and
+	// close the fabric with it.
+	for !f.closed {
 		ok, err := f.eq.Read(&f.ev)
 		if err != nil || !ok {
 			return
@@ -237,6 +251,11 @@ func (e *engine) TryWait() bool {
 	}
 	ok := true
 	for _, f := range e.fabrics {
+		if f.eq.Pending() {
+			ok = false
+			f.readEvents()
+			continue
+		}
 		if can, err := f.fabric.TryWait(&f.waits); err == nil && !can {
 			ok = false
 			f.readEvents()

@@ -121,11 +121,8 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 		l.pep.Reject(req, nil)
 		return
 	}
-	eng, err := acquireEngine() // the connection's own reference
-	if err != nil {
-		l.pep.Reject(req, nil)
-		return
-	}
+	eng := l.eng
+	eng.ref() // the connection's own, as it may outlive the listener
 	c := newConn(eng, l.cfg, l.network)
 	c.listener = l
 	err = c.openEndpoint(req)

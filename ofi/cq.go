@@ -72,6 +72,9 @@ func (q *CQ) FD() int { return q.fd }
 // fd fires even when nothing is expected. When an error entry is at the
 // head of the queue it returns EAVAIL (wrapped in *Error); call ReadError.
 func (q *CQ) Read(out []Completion) (int, error) {
+	if q.c == nil {
+		return 0, &Error{Op: "fi_cq_read", Err: EBADF}
+	}
 	if len(out) == 0 {
 		return 0, nil
 	}

@@ -14,14 +14,16 @@ import (
 // PassiveEndpoint listens for connection requests (fi_passive_ep). Its
 // requests arrive on the EQ it is bound to as EventConnReq.
 type PassiveEndpoint struct {
-	c *C.struct_fid_pep
+	c     *C.struct_fid_pep
+	token uint64
+	eq    *EQ
 }
 
 // OpenPassiveEndpoint opens a passive endpoint for info (from GetInfo with
 // Source set). libfabric binds the port here, so Addr reports the real port
 // even before Listen; token comes back as Event.Context.
 func (f *Fabric) OpenPassiveEndpoint(info *Info, token uint64) (*PassiveEndpoint, error) {
-	p := &PassiveEndpoint{}
+	p := &PassiveEndpoint{token: token}
 	if err := check("fi_passive_ep", C.netio_passive_ep(f.c, info.c, &p.c, C.uint64_t(token))); err != nil {
 		return nil, err
 	}
@@ -30,7 +32,12 @@ func (f *Fabric) OpenPassiveEndpoint(info *Info, token uint64) (*PassiveEndpoint
 
 // Bind attaches the event queue that will report connection requests.
 func (p *PassiveEndpoint) Bind(q *EQ) error {
-	return check("fi_pep_bind", C.fi_pep_bind(p.c, &q.c.fid, 0))
+	if err := check("fi_pep_bind", C.fi_pep_bind(p.c, &q.c.fid, 0)); err != nil {
+		return err
+	}
+	p.eq = q
+	q.bind(uintptr(unsafe.Pointer(&p.c.fid)), p.token)
+	return nil
 }
 
 // Listen starts accepting connection requests.
@@ -54,22 +61,28 @@ func (p *PassiveEndpoint) Close() error {
 	if p.c == nil {
 		return nil
 	}
+	fid := uintptr(unsafe.Pointer(&p.c.fid))
 	err := check("fi_close(pep)", C.netio_close(&p.c.fid))
 	p.c = nil
+	if p.eq != nil {
+		p.eq.purge(fid)
+	}
 	return err
 }
 
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint with
 // FI_EP_MSG).
 type Endpoint struct {
-	c *C.struct_fid_ep
+	c     *C.struct_fid_ep
+	token uint64
+	eq    *EQ
 }
 
 // OpenEndpoint opens an endpoint: from a GetInfo entry to connect, or from
 // a connection request's Info to accept. token comes back as the Context of
 // the endpoint's events.
 func (d *Domain) OpenEndpoint(info *Info, token uint64) (*Endpoint, error) {
-	e := &Endpoint{}
+	e := &Endpoint{token: token}
 	if err := check("fi_endpoint", C.netio_endpoint(d.c, info.c, &e.c, C.uint64_t(token))); err != nil {
 		return nil, err
 	}
@@ -78,7 +91,12 @@ func (d *Domain) OpenEndpoint(info *Info, token uint64) (*Endpoint, error) {
 
 // BindEQ attaches the event queue for the endpoint's connection events.
 func (e *Endpoint) BindEQ(q *EQ) error {
-	return check("fi_ep_bind(eq)", C.fi_ep_bind(e.c, &q.c.fid, 0))
+	if err := check("fi_ep_bind(eq)", C.fi_ep_bind(e.c, &q.c.fid, 0)); err != nil {
+		return err
+	}
+	e.eq = q
+	q.bind(uintptr(unsafe.Pointer(&e.c.fid)), e.token)
+	return nil
 }
 
 // BindCQ attaches a completion queue for sends and receives.
@@ -174,8 +192,14 @@ func (e *Endpoint) Close() error {
 	if e.c == nil {
 		return nil
 	}
+	fid := uintptr(unsafe.Pointer(&e.c.fid))
 	err := check("fi_close(ep)", C.netio_close(&e.c.fid))
 	e.c = nil
+	if e.eq != nil {
+		// Its queued events must go before another endpoint can be
+		// allocated at the same address.
+		e.eq.purge(fid)
+	}
 	return err
 }
 

@@ -52,6 +52,7 @@ type Event struct {
 
 	data  [maxCMData]byte
 	ndata int
+	fid   uintptr
 }
 
 // PrivateData is the connection data the peer sent with connect or accept.
@@ -61,15 +62,22 @@ func (e *Event) PrivateData() []byte { return e.data[:e.ndata] }
 // EQ is an event queue (fi_eq) with a file-descriptor wait object: it
 // reports connection requests, established connections, shutdowns and
 // connection errors for the endpoints bound to it.
+//
+// Events name their endpoint by fid. An event may still be queued when its
+// endpoint is closed and its memory reused, so the queue never follows the
+// fid: it keeps its own table of the endpoints bound to it, and closing an
+// endpoint drops that endpoint's queued events at once (see purge).
 type EQ struct {
-	c   *C.struct_fid_eq
-	buf unsafe.Pointer // C memory: fi_eq_cm_entry plus private data
-	fd  int
+	c       *C.struct_fid_eq
+	buf     unsafe.Pointer // C memory: fi_eq_cm_entry plus private data
+	fd      int
+	tokens  map[uintptr]uint64 // bound endpoints' fids and tokens
+	backlog []Event            // events read ahead by purge
 }
 
 // OpenEQ opens an event queue of the given depth on f.
 func (f *Fabric) OpenEQ(size int) (*EQ, error) {
-	q := &EQ{}
+	q := &EQ{tokens: map[uintptr]uint64{}}
 	if err := check("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), &q.c)); err != nil {
 		return nil, err
 	}
@@ -90,22 +98,57 @@ func (q *EQ) fid() uintptr { return uintptr(unsafe.Pointer(&q.c.fid)) }
 func (q *EQ) FD() int { return q.fd }
 
 // Read reads one event into ev. It returns false with a nil error when the
-// queue is empty.
+// queue is empty. Events of endpoints already closed are skipped.
 func (q *EQ) Read(ev *Event) (bool, error) {
+	if q.c == nil {
+		return false, &Error{Op: "fi_eq_read", Err: EBADF}
+	}
+	if len(q.backlog) > 0 {
+		*ev = q.backlog[0]
+		q.backlog = q.backlog[1:]
+		return true, nil
+	}
+	for {
+		ok, fid, err := q.readRaw(ev)
+		if !ok || err != nil {
+			return ok, err
+		}
+		if q.claim(ev, fid) {
+			return true, nil
+		}
+	}
+}
+
+// claim resolves the event's fid to its endpoint's token; an event of an
+// endpoint no longer bound is dropped (a request's info freed).
+func (q *EQ) claim(ev *Event, fid uintptr) bool {
+	tok, ok := q.tokens[fid]
+	if !ok {
+		if ev.Info != nil {
+			ev.Info.Free()
+			ev.Info = nil
+		}
+		return false
+	}
+	ev.Context = tok
+	ev.fid = fid
+	return true
+}
+
+func (q *EQ) readRaw(ev *Event) (bool, uintptr, error) {
 	var event C.uint32_t
-	var ctx C.uint64_t
+	var fid C.uint64_t
 	var info *C.struct_fi_info
-	n := C.netio_eq_read(q.c, &event, q.buf, C.sizeof_struct_fi_eq_cm_entry+maxCMData, &ctx, &info)
+	n := C.netio_eq_read(q.c, &event, q.buf, C.sizeof_struct_fi_eq_cm_entry+maxCMData, &fid, &info)
 	*ev = Event{}
 	switch {
 	case n == -C.FI_EAGAIN:
-		return false, nil
+		return false, 0, nil
 	case n == -C.FI_EAVAIL:
 		return q.readErr(ev)
 	case n < 0:
-		return false, &Error{Op: "fi_eq_read", Err: Errno(-n)}
+		return false, 0, &Error{Op: "fi_eq_read", Err: Errno(-n)}
 	}
-	ev.Context = uint64(ctx)
 	switch event {
 	case C.FI_CONNREQ:
 		ev.Kind = EventConnReq
@@ -120,25 +163,58 @@ func (q *EQ) Read(ev *Event) (bool, error) {
 	if d := int(n) - C.sizeof_struct_fi_eq_cm_entry; d > 0 && event != C.FI_SHUTDOWN {
 		ev.ndata = copy(ev.data[:], unsafe.Slice((*byte)(unsafe.Add(q.buf, C.sizeof_struct_fi_eq_cm_entry)), d))
 	}
-	return true, nil
+	return true, uintptr(fid), nil
 }
 
-func (q *EQ) readErr(ev *Event) (bool, error) {
-	var ctx C.uint64_t
+func (q *EQ) readErr(ev *Event) (bool, uintptr, error) {
+	var fid C.uint64_t
 	var e, pe C.int
 	var msg [128]C.char
-	n := C.netio_eq_readerr(q.c, &ctx, &e, &pe, &msg[0], C.size_t(len(msg)))
+	n := C.netio_eq_readerr(q.c, &fid, &e, &pe, &msg[0], C.size_t(len(msg)))
 	if n == -C.FI_EAGAIN {
-		return false, nil
+		return false, 0, nil
 	}
 	if n < 0 {
-		return false, &Error{Op: "fi_eq_readerr", Err: Errno(-n)}
+		return false, 0, &Error{Op: "fi_eq_readerr", Err: Errno(-n)}
 	}
 	ev.Kind = EventError
-	ev.Context = uint64(ctx)
 	ev.Err = &AsyncError{Err: Errno(e), ProvErrno: int(pe), ProvMsg: C.GoString(&msg[0])}
-	return true, nil
+	return true, uintptr(fid), nil
 }
+
+// bind records an endpoint bound to the queue.
+func (q *EQ) bind(fid uintptr, token uint64) { q.tokens[fid] = token }
+
+// purge forgets a closed endpoint and drops its events already queued, so
+// that a new endpoint at the same address never receives them. Other
+// events are kept, in order, for Read.
+func (q *EQ) purge(fid uintptr) {
+	if q.c == nil {
+		return
+	}
+	delete(q.tokens, fid)
+	kept := q.backlog[:0]
+	for _, ev := range q.backlog {
+		if ev.fid != fid {
+			kept = append(kept, ev)
+		}
+	}
+	q.backlog = kept
+	for {
+		var ev Event
+		ok, f, err := q.readRaw(&ev)
+		if !ok || err != nil {
+			return
+		}
+		if q.claim(&ev, f) {
+			q.backlog = append(q.backlog, ev)
+		}
+	}
+}
+
+// Pending reports whether events read ahead wait in the queue's backlog:
+// they do not show on the wait fd.
+func (q *EQ) Pending() bool { return len(q.backlog) > 0 }
 
 // Close closes the queue; the endpoints bound to it must be closed first.
 func (q *EQ) Close() error {

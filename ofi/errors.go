@@ -30,6 +30,7 @@ const (
 	EAVAIL       = Errno(C.FI_EAVAIL)
 	ETRUNC       = Errno(C.FI_ETRUNC)
 	EOTHER       = Errno(C.FI_EOTHER)
+	EBADF        = Errno(C.FI_EBADF) // the object was closed
 )
 
 func (e Errno) Error() string {

@@ -67,25 +67,24 @@ static inline int netio_getwait_fd(struct fid *fid, int *fd) {
 	return fi_control(fid, FI_GETWAIT, fd);
 }
 
-// netio_eq_read reads one event. For CM events it fills fields of the
-// entry; the caller passes a buffer big enough for the entry plus private
-// data. The context of the endpoint that produced the event is returned in
-// *ctx (0 when the event has no fid).
-static inline ssize_t netio_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t *ctx, struct fi_info **info) {
+// netio_eq_read reads one event into buf (an entry plus private data) and
+// returns the fid it is about as a number. The fid is never dereferenced:
+// an event may outlive the endpoint it names.
+static inline ssize_t netio_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t *fid, struct fi_info **info) {
 	ssize_t n = fi_eq_read(eq, event, buf, len, 0);
 	if (n < 0) return n;
 	struct fi_eq_cm_entry *e = buf;
-	*ctx = (e->fid && e->fid->context) ? (uint64_t)(uintptr_t)e->fid->context : 0;
+	*fid = (uint64_t)(uintptr_t)e->fid;
 	*info = e->info;
 	return n;
 }
 
-static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, int *err, int *prov_errno, char *msg, size_t msglen) {
+static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, /* the fid, as a number */ int *err, int *prov_errno, char *msg, size_t msglen) {
 	struct fi_eq_err_entry e;
 	memset(&e, 0, sizeof e);
 	ssize_t n = fi_eq_readerr(eq, &e, 0);
 	if (n < 0) return n;
-	*ctx = (e.fid && e.fid->context) ? (uint64_t)(uintptr_t)e.fid->context : 0;
+	*ctx = (uint64_t)(uintptr_t)e.fid;
 	*err = e.err;
 	*prov_errno = e.prov_errno;
 	msg[0] = 0;
