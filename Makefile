@@ -1,0 +1,32 @@
+# Everyday tasks. `make test` is what CI runs (.ci/run).
+
+# Go from the official tarball lives in /usr/local/go/bin, which a fresh
+# non-login shell may not have on PATH.
+ifeq ($(shell command -v go 2>/dev/null),)
+ifneq ($(wildcard /usr/local/go/bin/go),)
+export PATH := /usr/local/go/bin:$(PATH)
+endif
+endif
+
+# apt-get needs root; use sudo only when we are not root and it exists.
+SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
+
+.PHONY: deps demo test bench
+
+# netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
+# shows which providers this machine has.
+deps:
+	@command -v go >/dev/null || { echo "go not found: install Go or put it on PATH" >&2; exit 1; }
+	@dpkg -s libfabric-dev libfabric-bin >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libfabric-dev libfabric-bin; }
+
+demo: deps
+	go run ./cmd/netio demo
+
+test: deps
+	go vet ./...
+	go test -race -count=1 -timeout 15m ./...
+
+bench: deps
+	go test -run '^$$' -bench . -benchmem -count 5 .

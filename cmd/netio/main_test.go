@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netio-go/netio/internal/leakcheck"
+)
+
+// The demo runs netio in this process: every listener, connection and
+// reactor it starts must be gone when it returns.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+func TestDemoTable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"demo", "-duration", "200ms"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	table := out.String()
+	rows := []struct {
+		name string
+		re   *regexp.Regexp
+	}{
+		{"round trip", regexp.MustCompile(`(?m)^round trip +median ([0-9.]+) µs, p90 ([0-9.]+) µs, p99 ([0-9.]+) µs +([0-9]+) pings`)},
+		{"messages/s", regexp.MustCompile(`(?m)^messages/s +([0-9.]+) +([0-9]+) messages of 64 B`)},
+		{"Gbit/s", regexp.MustCompile(`(?m)^Gbit/s +([0-9.]+) +([0-9]+) messages of 1 MiB`)},
+	}
+	for _, r := range rows {
+		m := r.re.FindStringSubmatch(table)
+		if m == nil {
+			t.Errorf("no %s row in:\n%s", r.name, table)
+			continue
+		}
+		for _, s := range m[1:] {
+			if v, err := strconv.ParseFloat(s, 64); err != nil || v <= 0 {
+				t.Errorf("%s: %q is not a positive number in:\n%s", r.name, s, table)
+			}
+		}
+	}
+	// Progress lines come once a second: a 200ms phase has none, and the
+	// table must not be preceded by anything else on a non-terminal.
+	if !strings.HasPrefix(table, "netio demo: provider ") {
+		t.Errorf("output does not start with the table:\n%s", table)
+	}
+}
+
+func TestDemoJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"demo", "-json", "-duration", "200ms"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	var r demoResult
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("stdout is not the JSON result: %v\n%s", err, out.String())
+	}
+	if r.Provider == "" || r.Address == "" {
+		t.Errorf("provider %q, address %q", r.Provider, r.Address)
+	}
+	rt := r.RoundTrip
+	if rt.Pings <= 0 || rt.MedianMicros <= 0 || rt.P90Micros < rt.MedianMicros || rt.P99Micros < rt.P90Micros {
+		t.Errorf("round trip %+v: want pings and ordered positive percentiles", rt)
+	}
+	for _, s := range []streamResult{r.MessageRate, r.Throughput} {
+		if s.Messages <= 0 || s.Seconds <= 0 || s.MessagesPerSecond <= 0 || s.GbitPerSecond <= 0 {
+			t.Errorf("stream %+v: want positive numbers", s)
+		}
+	}
+	if r.MessageRate.MessageSize != smallSize || r.Throughput.MessageSize != bulkSize {
+		t.Errorf("message sizes %d and %d", r.MessageRate.MessageSize, r.Throughput.MessageSize)
+	}
+}
+
+// On a terminal progress rewrites one line and wipes it before the table.
+func TestMeterInPlace(t *testing.T) {
+	var buf bytes.Buffer
+	m := startMeter(demoConfig{progress: &buf, inPlace: true}, "phase", func(n int64, d time.Duration) string {
+		return strconv.FormatInt(n, 10) + " things"
+	})
+	m.add(7)
+	time.Sleep(300 * time.Millisecond)
+	m.stop()
+	s := buf.String()
+	if !strings.HasPrefix(s, "\rphase") || !strings.Contains(s, "7 things") || !strings.HasSuffix(s, "\r\x1b[K") || strings.Contains(s, "\n") {
+		t.Errorf("progress %q: want one line rewritten with \\r and wiped at the end", s)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var s []time.Duration
+	for i := 1; i <= 100; i++ {
+		s = append(s, time.Duration(i))
+	}
+	for pct, want := range map[float64]time.Duration{50: 50, 90: 90, 99: 99, 100: 100, 0: 1} {
+		if got := percentile(s, pct); got != want {
+			t.Errorf("percentile %v = %v, want %v", pct, got, want)
+		}
+	}
+	if got := percentile(s[:1], 99); got != 1 {
+		t.Errorf("percentile of one sample = %v", got)
+	}
+}
+
+// TestCommand runs the built binary, for what only a real process shows:
+// exit codes and what reaches stdout and stderr.
+func TestCommand(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("go is not on PATH:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "netio")
+	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tests := []struct {
+		args       []string
+		code       int
+		stdout     string // a substring; "" checks nothing
+		stderr     string
+		stderrLine bool // stderr must be exactly one line
+	}{
+		{args: nil, code: exitUsage, stderr: "usage: netio"},
+		{args: []string{"frobnicate"}, code: exitUsage, stderr: `netio: unknown command "frobnicate"`},
+		{args: []string{"help"}, code: exitOK, stdout: "usage: netio"},
+		{args: []string{"demo", "-nosuchflag"}, code: exitUsage, stderr: "flag provided but not defined"},
+		{args: []string{"demo", "-duration", "0s"}, code: exitUsage, stderr: "-duration must be positive"},
+		{args: []string{"demo", "extra"}, code: exitUsage, stderr: "unexpected argument"},
+		{args: []string{"demo", "-h"}, code: exitOK, stderr: "-duration"},
+		{args: []string{"demo", "-provider", "no-such-provider"}, code: exitError, stderr: "netio: demo: ", stderrLine: true},
+		{args: []string{"demo", "-duration", "100ms", "-json"}, code: exitOK, stdout: `"gbit_per_second"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(append([]string{"netio"}, tt.args...), " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, tt.args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.stdout) {
+				t.Errorf("stdout %q does not contain %q", stdout.String(), tt.stdout)
+			}
+			if !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.stderr)
+			}
+			if tt.stderrLine && strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("stderr %q: want one line", stderr.String())
+			}
+		})
+	}
+}
