@@ -31,25 +31,26 @@ type Conn struct {
 	remote  Addr
 
 	// Fixed once connected.
-	rxWindow  int // receive buffers this side posts
-	rxBufSize int
-	txSlots   int // the peer's window: send buffers this side keeps
-	txBufSize int // the peer's buffer size: the largest fragment
-	maxSend   int
-	maxRecv   uint64
-	rxRegion  *ofi.Region
-	txRegion  *ofi.Region
-	ctlRegion *ofi.Region
-	rxMem     []byte
-	txMem     []byte
-	txLen     []uint32 // bytes to send per send buffer; written by the writer before publishing txHead
+	rxWindow   int // receive buffers this side posts
+	rxBufSize  int
+	txSlots    int // send buffers this side keeps: at most the peer's window
+	peerWindow int // receive buffers the peer posts for us
+	txBufSize  int // the peer's buffer size: the largest fragment
+	maxSend    int
+	maxRecv    uint64
+	rxRegion   *ofi.Region
+	txRegion   *ofi.Region
+	ctlRegion  *ofi.Region
+	rxMem      []byte
+	txMem      []byte
+	txLen      []uint32 // bytes to send per send buffer; written by the writer before publishing txHead
 
 	// Writer to reactor.
 	wmu       sync.Mutex
 	txHead    atomic.Uint64 // send buffers filled, published by the writer
 	txDone    atomic.Uint64 // send buffers completed, published by the reactor
 	txWaiting atomic.Bool
-	txSpace   chan struct{}
+	txWake    *waker
 	werr      error // a Write that failed half-way poisons the write side
 
 	// Reactor to reader and back.
@@ -57,7 +58,7 @@ type Conn struct {
 	rxReady   *spscRing // received data buffers, in order
 	rxFree    *spscRing // buffers the reader is done with
 	rxWaiting atomic.Bool
-	rxSignal  chan struct{}
+	rxWake    *waker
 	rxUrgent  atomic.Bool // the peer is out of credit: hand buffers back at once
 	cur       int         // reader: buffer being read, -1 if none
 	curOff    int
@@ -70,7 +71,7 @@ type Conn struct {
 	closeOnce sync.Once
 	dead      chan struct{} // closed by the reactor when the connection ended
 	deadErr   error         // why; written before dead is closed
-	rd, wd    deadline
+	rdl, wdl  atomic.Int64  // read and write deadlines, Unix ns; 0 is none
 	connected chan error
 
 	// Reactor only.
@@ -81,6 +82,8 @@ type Conn struct {
 	ep           *ofi.Endpoint
 	cq           *ofi.CQ
 	cqRegistered bool
+	cqWait       ofi.WaitList // just the CQ
+	ctlSeg       [1]ofi.Segment
 	dirty        bool
 	txPosted     uint64
 	txCompleted  []bool
@@ -128,25 +131,43 @@ func (t *connTask) Run() { (*Conn)(t).onKick() }
 // cqHandler is the Conn as the handler of its completion queue's fd.
 type cqHandler Conn
 
+// HandleEvents drains the queue and re-arms its wait fd, which stays
+// readable (and would keep the reactor spinning) until fi_trywait succeeds.
 func (h *cqHandler) HandleEvents(uint32) {
 	c := (*Conn)(h)
-	c.pollCQ()
+	for i := 0; i < 8; i++ {
+		c.pollCQ()
+		if c.cq == nil || !c.cqRegistered {
+			return
+		}
+		if ok, err := c.fab.fabric.TryWait(&c.cqWait); ok || err != nil {
+			return
+		}
+	}
+	c.eng.markDirty(c) // still busy: the poller takes it from here
 }
 
-func newConn(eng *engine, cfg Config, network string) *Conn {
+func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
+	rx, err := newWaker()
+	if err != nil {
+		return nil, err
+	}
+	tx, err := newWaker()
+	if err != nil {
+		rx.close()
+		return nil, err
+	}
 	return &Conn{
+		rxWake:    rx,
+		txWake:    tx,
 		eng:       eng,
 		cfg:       cfg,
 		network:   network,
 		closing:   make(chan struct{}),
 		dead:      make(chan struct{}),
 		connected: make(chan error, 1),
-		txSpace:   make(chan struct{}, 1),
-		rxSignal:  make(chan struct{}, 1),
-		rd:        makeDeadline(),
-		wd:        makeDeadline(),
 		cur:       -1,
-	}
+	}, nil
 }
 
 // Dial connects to address on the named network (a libfabric provider;
@@ -174,6 +195,9 @@ func DialContext(ctx context.Context, network, address string, opts ...Option) (
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, opErr(err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port})
@@ -185,7 +209,12 @@ func DialContext(ctx context.Context, network, address string, opts ...Option) (
 		infos.Free()
 		return nil, opErr(err)
 	}
-	c := newConn(eng, cfg, prov)
+	c, err := newConn(eng, cfg, prov)
+	if err != nil {
+		infos.Free()
+		eng.release()
+		return nil, opErr(err)
+	}
 	if ap, ok := infos.Entries[0].DestAddr(); ok {
 		c.remote = Addr{Provider: prov, AddrPort: ap}
 	}
@@ -271,6 +300,7 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	c.peerCredits = c.rxWindow
+	c.cqWait.Add(c.cq)
 	if err = e.r.Register(c.cq.FD(), reactorIn, (*cqHandler)(c)); err != nil {
 		return err
 	}
@@ -298,8 +328,13 @@ func (c *Conn) startConnect(info *ofi.Info) error {
 
 // setPeer records what the peer posts for us and sizes the send side.
 func (c *Conn) setPeer(h hello) error {
-	c.txSlots, c.txBufSize = int(h.window), int(h.bufferSize)
-	c.credits = c.txSlots
+	// Use at most what we would post ourselves: the peer's handshake must
+	// not choose how much memory this side commits. Fewer send buffers and
+	// smaller fragments than the peer offers are always allowed.
+	c.peerWindow = int(h.window)
+	c.txSlots = min(int(h.window), c.cfg.Window)
+	c.txBufSize = min(int(h.bufferSize), c.cfg.BufferSize)
+	c.credits = c.peerWindow
 	c.maxSend = c.cfg.MaxMessageSize
 	if h.maxMessage < uint64(c.maxSend) {
 		c.maxSend = int(h.maxMessage)
@@ -337,6 +372,9 @@ func (c *Conn) handleEvent(ev *ofi.Event) {
 		err := error(ev.Err)
 		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && c.state == stateConnecting {
 			err = syscall.ECONNREFUSED
+			if string(ev.PrivateData()) == rejectMarker {
+				err = ErrRejected
+			}
 		}
 		c.fail(err)
 	}
@@ -382,8 +420,8 @@ func (c *Conn) fail(err error) {
 		c.state = stateClosing
 		c.deadErr = err
 		close(c.dead)
-		c.notifyReader()
-		c.notifyWriter()
+		c.rxWake.wake()
+		c.txWake.wake()
 		c.stopCQ()
 	case stateClosing:
 		// A close in progress: whatever failed, finish it now.
@@ -527,8 +565,8 @@ func (c *Conn) onRecv(slot uint32, n uint64) {
 		c.protocolError("header says %d bytes, %d arrived", h.fragLen, n-headerSize)
 		return
 	}
-	if c.credits += int(h.credits); c.credits > c.txSlots {
-		c.protocolError("peer returned %d credits for a window of %d", c.credits, c.txSlots)
+	if c.credits += int(h.credits); c.credits > c.peerWindow {
+		c.protocolError("peer returned %d credits for a window of %d", c.credits, c.peerWindow)
 		return
 	}
 	switch h.kind {
@@ -673,7 +711,8 @@ func (c *Conn) sendControl(kind uint8) bool {
 	give := min(c.owed, 0xffff)
 	b := c.ctlRegion.Bytes()[slot*headerSize:]
 	putHeader(b, header{kind: kind, flags: flagLast, credits: uint16(give)})
-	if _, err := c.ep.PostSend(c.ctlRegion, []ofi.Segment{{Offset: uint64(slot * headerSize), Len: headerSize, Token: tokCtl | uint64(slot)}}); err != nil {
+	c.ctlSeg[0] = ofi.Segment{Offset: uint64(slot * headerSize), Len: headerSize, Token: tokCtl | uint64(slot)}
+	if _, err := c.ep.PostSend(c.ctlRegion, c.ctlSeg[:]); err != nil {
 		c.fail(err)
 		return false
 	}
@@ -685,24 +724,24 @@ func (c *Conn) sendControl(kind uint8) bool {
 	return true
 }
 
+// notifyReader wakes a reader that waits; one eventfd write, and none
+// while the reader is busy.
 func (c *Conn) notifyReader() {
-	if c.rxWaiting.Load() {
-		c.rxWaiting.Store(false)
-		select {
-		case c.rxSignal <- struct{}{}:
-		default:
-		}
+	if c.rxWaiting.Load() && c.rxWaiting.Swap(false) {
+		c.rxWake.wake()
 	}
 }
 
 func (c *Conn) notifyWriter() {
-	if c.txWaiting.Load() {
-		c.txWaiting.Store(false)
-		select {
-		case c.txSpace <- struct{}{}:
-		default:
-		}
+	if c.txWaiting.Load() && c.txWaiting.Swap(false) {
+		c.txWake.wake()
 	}
+}
+
+// expired reports whether a deadline stored as Unix ns has passed.
+func expired(d *atomic.Int64) bool {
+	t := d.Load()
+	return t != 0 && time.Now().UnixNano() >= t
 }
 
 // Read reads bytes of the incoming messages as one stream: a message
@@ -875,12 +914,11 @@ func (c *Conn) releaseFragment() {
 
 // readable checks, before a read, for Close and a passed deadline.
 func (c *Conn) readable() error {
-	select {
-	case <-c.closing:
+	if isClosed(c.closing) {
 		return c.opError("read", net.ErrClosed)
-	case <-c.rd.wait():
+	}
+	if expired(&c.rdl) {
 		return c.opError("read", os.ErrDeadlineExceeded)
-	default:
 	}
 	if c.cfg.OnMessage != nil {
 		return c.opError("read", errOnMessage)
@@ -919,16 +957,21 @@ func (c *Conn) waitReadable() error {
 		return c.opError("read", c.deadErr)
 	default:
 	}
-	select {
-	case <-c.rxSignal:
-		return nil
-	case <-c.dead:
-		return nil // looped: the check above reports it
-	case <-c.closing:
+	if isClosed(c.closing) {
+		c.rxWaiting.Store(false)
 		return c.opError("read", net.ErrClosed)
-	case <-c.rd.wait():
-		return c.opError("read", os.ErrDeadlineExceeded)
 	}
+	err := c.rxWake.wait()
+	if err != nil {
+		c.rxWaiting.Store(false)
+		if isClosed(c.closing) {
+			return c.opError("read", net.ErrClosed)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !c.arrived() {
+			return c.opError("read", os.ErrDeadlineExceeded)
+		}
+	}
+	return nil // the caller looks again
 }
 
 // Write sends p as one message, at once. It blocks while the connection
@@ -940,14 +983,14 @@ func (c *Conn) waitReadable() error {
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	select {
-	case <-c.closing:
+	if isClosed(c.closing) {
 		return 0, c.opError("write", net.ErrClosed)
-	case <-c.wd.wait():
+	}
+	if expired(&c.wdl) {
 		return 0, c.opError("write", os.ErrDeadlineExceeded)
-	case <-c.dead:
+	}
+	if isClosed(c.dead) {
 		return 0, c.writeDeadErr()
-	default:
 	}
 	if c.werr != nil {
 		return 0, c.werr
@@ -996,14 +1039,23 @@ func (c *Conn) waitWritable(head uint64) error {
 			c.txWaiting.Store(false)
 			return nil
 		}
-		select {
-		case <-c.txSpace:
-		case <-c.closing:
+		switch {
+		case isClosed(c.closing):
+			c.txWaiting.Store(false)
 			return c.opError("write", net.ErrClosed)
-		case <-c.dead:
+		case isClosed(c.dead):
+			c.txWaiting.Store(false)
 			return c.writeDeadErr()
-		case <-c.wd.wait():
-			return c.opError("write", os.ErrDeadlineExceeded)
+		case c.eng.r.OnReactor():
+			// Waiting here would stop the reactor that frees the space.
+			c.txWaiting.Store(false)
+			return c.opError("write", ErrWouldBlock)
+		}
+		if err := c.txWake.wait(); err != nil {
+			c.txWaiting.Store(false)
+			if errors.Is(err, os.ErrDeadlineExceeded) && head-c.txDone.Load() >= slots {
+				return c.opError("write", os.ErrDeadlineExceeded)
+			}
 		}
 	}
 }
@@ -1032,12 +1084,12 @@ func (c *Conn) Close() error {
 	if !first {
 		return c.opError("close", net.ErrClosed)
 	}
-	// Wait for readers and writers to leave: after this nobody but the
-	// reactor touches the buffers.
+	// Wake blocked readers and writers and wait for them to leave: after
+	// this nobody but the reactor touches the buffers.
+	c.rxWake.wake()
+	c.txWake.wake()
 	c.rmu.Lock()
 	c.wmu.Lock()
-	c.rd.stop()
-	c.wd.stop()
 	c.wmu.Unlock()
 	c.rmu.Unlock()
 	if c.eng.r.SubmitFunc(c.startClose) != nil {
@@ -1138,6 +1190,8 @@ func (c *Conn) releaseResources() {
 		}
 	}
 	c.rxMem, c.txMem = nil, nil
+	c.rxWake.close()
+	c.txWake.close()
 	if c.dom != nil {
 		c.dom.release()
 		c.dom = nil
@@ -1156,16 +1210,30 @@ func (c *Conn) RemoteAddr() net.Addr { return &c.remote }
 
 // SetDeadline sets the read and write deadlines; the zero time means none.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.rd.set(t)
-	c.wd.set(t)
-	return nil
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
 }
 
 // SetReadDeadline sets the deadline for Read, ReadMessage and AppendMessage.
-func (c *Conn) SetReadDeadline(t time.Time) error { c.rd.set(t); return nil }
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.rdl.Store(unixNano(t))
+	c.rxWake.setDeadline(t)
+	return nil
+}
 
 // SetWriteDeadline sets the deadline for Write.
-func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wdl.Store(unixNano(t))
+	c.txWake.setDeadline(t)
+	return nil
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
 
 // String describes the connection for logs.
 func (c *Conn) String() string {

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
@@ -48,7 +49,13 @@ func acquireEngine() (*engine, error) {
 	defer engines.mu.Unlock()
 	if engines.e == nil {
 		e := &engine{fabrics: map[string]*fabricRes{}, targets: map[uint64]eqTarget{}}
-		r, err := reactor.New(&reactor.Config{Spin: spinFor})
+		spin := spinFor
+		if runtime.GOMAXPROCS(0) < 2 {
+			// A spinning reactor would hold the only processor the
+			// goroutines it waits for could run on.
+			spin = -1
+		}
+		r, err := reactor.New(&reactor.Config{Spin: spin})
 		if err != nil {
 			return nil, err
 		}
@@ -115,6 +122,7 @@ type fabricRes struct {
 	refs    int
 	closed  bool
 	waits   ofi.WaitList
+	eqWait  ofi.WaitList // just the EQ
 	ev      ofi.Event
 }
 
@@ -142,6 +150,7 @@ func (e *engine) fabricFor(info *ofi.Info) (*fabricRes, error) {
 		return nil, err
 	}
 	f := &fabricRes{e: e, key: key, fabric: fab, eq: eq, domains: map[string]*domainRes{}, refs: 1}
+	f.eqWait.Add(eq)
 	if err := e.r.Register(eq.FD(), reactorIn, (*eqHandler)(f)); err != nil {
 		eq.Close()
 		fab.Close()
@@ -198,7 +207,20 @@ type eqHandler fabricRes
 
 const reactorIn = 0x1 // EPOLLIN
 
-func (h *eqHandler) HandleEvents(uint32) { (*fabricRes)(h).readEvents() }
+// HandleEvents drains the queue, then re-arms it: the wait fd stays readable
+// until fi_trywait succeeds, and a readable fd keeps the reactor awake.
+func (h *eqHandler) HandleEvents(uint32) {
+	f := (*fabricRes)(h)
+	for i := 0; i < 8 && !f.closed; i++ {
+		f.readEvents()
+		if f.closed || f.eq.Pending() {
+			return
+		}
+		if ok, err := f.fabric.TryWait(&f.eqWait); ok || err != nil {
+			return
+		}
+	}
+}
 
 func (f *fabricRes) readEvents() {
 	// The last connection of a fabric may end inside this loop and

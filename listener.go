@@ -118,12 +118,17 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 	req := ev.Info
 	h, err := parseHello(ev.PrivateData())
 	if err != nil || l.closed || len(l.accepted)+l.pending >= cap(l.accepted) {
-		l.pep.Reject(req, nil)
+		l.pep.Reject(req, rejectData)
 		return
 	}
 	eng := l.eng
 	eng.ref() // the connection's own, as it may outlive the listener
-	c := newConn(eng, l.cfg, l.network)
+	c, err := newConn(eng, l.cfg, l.network)
+	if err != nil {
+		l.pep.Reject(req, rejectData)
+		eng.release()
+		return
+	}
 	c.listener = l
 	err = c.openEndpoint(req)
 	if err == nil {
@@ -140,6 +145,8 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 	}
 	l.pending++
 }
+
+var rejectData = []byte(rejectMarker)
 
 // onConnected queues an accepted connection for Accept.
 func (l *Listener) onConnected(c *Conn) {

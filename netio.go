@@ -235,4 +235,8 @@ var (
 	// ErrRejected is returned by Dial when the listener refused the
 	// connection (its backlog was full, or it is closing).
 	ErrRejected = errors.New("netio: connection rejected")
+	// ErrWouldBlock is returned by a Write made from Config.OnMessage (on
+	// the reactor) when the peer has no room: waiting there would stop the
+	// reactor that makes the room.
+	ErrWouldBlock = errors.New("netio: write would block the reactor")
 )

@@ -66,6 +66,10 @@ type hello struct {
 	maxMessage uint64 // largest message accepted
 }
 
+// rejectMarker is the private data of a netio listener's reject, so that
+// Dial can tell a full or closing listener from a closed port.
+const rejectMarker = "NTIO-REJECT"
+
 const (
 	helloMagic    = "NTIO"
 	helloSize     = 24

@@ -158,9 +158,8 @@ func (e *Endpoint) PostRecv(r *Region, segs []Segment) (int, error) {
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	var posted C.size_t
-	ret := C.netio_post_recvs(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), &posted)
-	return int(posted), checkSize("fi_recv", ret)
+	res := C.netio_post_recvs(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	return int(res.posted), checkSize("fi_recv", res.ret)
 }
 
 // PostSend posts a send of each segment of r, in one cgo call, and returns
@@ -170,9 +169,8 @@ func (e *Endpoint) PostSend(r *Region, segs []Segment) (int, error) {
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	var posted C.size_t
-	ret := C.netio_post_sends(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), &posted)
-	return int(posted), checkSize("fi_send", ret)
+	res := C.netio_post_sends(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	return int(res.posted), checkSize("fi_send", res.ret)
 }
 
 func (r *Region) checkSegments(segs []Segment) error {

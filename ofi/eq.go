@@ -55,7 +55,8 @@ type Event struct {
 	fid   uintptr
 }
 
-// PrivateData is the connection data the peer sent with connect or accept.
+// PrivateData is the connection data the peer sent with connect or accept,
+// or, on an EventError for a rejected connection, with the reject.
 // It is valid until the Event is reused.
 func (e *Event) PrivateData() []byte { return e.data[:e.ndata] }
 
@@ -136,10 +137,8 @@ func (q *EQ) claim(ev *Event, fid uintptr) bool {
 }
 
 func (q *EQ) readRaw(ev *Event) (bool, uintptr, error) {
-	var event C.uint32_t
-	var fid C.uint64_t
-	var info *C.struct_fi_info
-	n := C.netio_eq_read(q.c, &event, q.buf, C.sizeof_struct_fi_eq_cm_entry+maxCMData, &fid, &info)
+	res := C.netio_eq_read(q.c, q.buf, C.sizeof_struct_fi_eq_cm_entry+maxCMData)
+	n, event, fid, info := res.n, res.event, res.fid, res.info
 	*ev = Event{}
 	switch {
 	case n == -C.FI_EAGAIN:
@@ -170,7 +169,8 @@ func (q *EQ) readErr(ev *Event) (bool, uintptr, error) {
 	var fid C.uint64_t
 	var e, pe C.int
 	var msg [128]C.char
-	n := C.netio_eq_readerr(q.c, &fid, &e, &pe, &msg[0], C.size_t(len(msg)))
+	var datalen C.size_t
+	n := C.netio_eq_readerr(q.c, &fid, &e, &pe, &msg[0], C.size_t(len(msg)), q.buf, maxCMData, &datalen)
 	if n == -C.FI_EAGAIN {
 		return false, 0, nil
 	}
@@ -179,6 +179,7 @@ func (q *EQ) readErr(ev *Event) (bool, uintptr, error) {
 	}
 	ev.Kind = EventError
 	ev.Err = &AsyncError{Err: Errno(e), ProvErrno: int(pe), ProvMsg: C.GoString(&msg[0])}
+	ev.ndata = copy(ev.data[:], unsafe.Slice((*byte)(q.buf), int(datalen)))
 	return true, uintptr(fid), nil
 }
 

@@ -67,23 +67,40 @@ static inline int netio_getwait_fd(struct fid *fid, int *fd) {
 	return fi_control(fid, FI_GETWAIT, fd);
 }
 
+// netio_eq_result is returned by value: out-parameters would make cgo
+// move Go variables to the heap on every call.
+typedef struct {
+	ssize_t n;
+	uint32_t event;
+	uint64_t fid;
+	struct fi_info *info;
+} netio_eq_result;
+
 // netio_eq_read reads one event into buf (an entry plus private data) and
 // returns the fid it is about as a number. The fid is never dereferenced:
 // an event may outlive the endpoint it names.
-static inline ssize_t netio_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t *fid, struct fi_info **info) {
-	ssize_t n = fi_eq_read(eq, event, buf, len, 0);
-	if (n < 0) return n;
+static inline netio_eq_result netio_eq_read(struct fid_eq *eq, void *buf, size_t len) {
+	netio_eq_result r = {0};
+	r.n = fi_eq_read(eq, &r.event, buf, len, 0);
+	if (r.n < 0) return r;
 	struct fi_eq_cm_entry *e = buf;
-	*fid = (uint64_t)(uintptr_t)e->fid;
-	*info = e->info;
-	return n;
+	r.fid = (uint64_t)(uintptr_t)e->fid;
+	r.info = e->info;
+	return r;
 }
 
-static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, /* the fid, as a number */ int *err, int *prov_errno, char *msg, size_t msglen) {
+// netio_eq_readerr reads an error entry; the peer's data (a reject's
+// private data) is copied into buf and its length returned in *datalen.
+static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, /* the fid, as a number */ int *err, int *prov_errno, char *msg, size_t msglen, void *buf, size_t buflen, size_t *datalen) {
 	struct fi_eq_err_entry e;
 	memset(&e, 0, sizeof e);
 	ssize_t n = fi_eq_readerr(eq, &e, 0);
 	if (n < 0) return n;
+	*datalen = 0;
+	if (e.err_data && e.err_data_size) {
+		*datalen = e.err_data_size < buflen ? e.err_data_size : buflen;
+		memcpy(buf, e.err_data, *datalen);
+	}
 	*ctx = (uint64_t)(uintptr_t)e.fid;
 	*err = e.err;
 	*prov_errno = e.prov_errno;
@@ -123,27 +140,35 @@ static inline int netio_mr_reg(struct fid_domain *d, void *buf, size_t len, uint
 	return ret;
 }
 
-// netio_post_recvs posts n receives in one call. It stops at the first
-// failure and returns it; *posted says how many went in.
-static inline ssize_t netio_post_recvs(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n, size_t *posted) {
-	size_t i;
-	for (i = 0; i < n; i++) {
-		ssize_t ret = fi_recv(ep, base + segs[i].offset, segs[i].len, desc, 0, (void *)(uintptr_t)segs[i].token);
-		if (ret) { *posted = i; return ret; }
+// netio_post_result says how many operations of a batch were posted and,
+// if the batch stopped early, why (a negative fi_errno). Returned by value
+// so that the Go side passes no pointer to a Go variable.
+typedef struct {
+	ssize_t ret;
+	size_t posted;
+} netio_post_result;
+
+// netio_post_recvs posts n receives in one call, stopping at the first
+// failure.
+static inline netio_post_result netio_post_recvs(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n) {
+	netio_post_result r = {0, 0};
+	for (; r.posted < n; r.posted++) {
+		const netio_segment *s = &segs[r.posted];
+		r.ret = fi_recv(ep, base + s->offset, s->len, desc, 0, (void *)(uintptr_t)s->token);
+		if (r.ret) break;
 	}
-	*posted = n;
-	return 0;
+	return r;
 }
 
 // netio_post_sends is netio_post_recvs for sends.
-static inline ssize_t netio_post_sends(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n, size_t *posted) {
-	size_t i;
-	for (i = 0; i < n; i++) {
-		ssize_t ret = fi_send(ep, base + segs[i].offset, segs[i].len, desc, 0, (void *)(uintptr_t)segs[i].token);
-		if (ret) { *posted = i; return ret; }
+static inline netio_post_result netio_post_sends(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n) {
+	netio_post_result r = {0, 0};
+	for (; r.posted < n; r.posted++) {
+		const netio_segment *s = &segs[r.posted];
+		r.ret = fi_send(ep, base + s->offset, s->len, desc, 0, (void *)(uintptr_t)s->token);
+		if (r.ret) break;
 	}
-	*posted = n;
-	return 0;
+	return r;
 }
 
 static inline ssize_t netio_cq_read(struct fid_cq *cq, void *buf, size_t count) {

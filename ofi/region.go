@@ -23,12 +23,14 @@ type Region struct {
 }
 
 // NewRegion maps size bytes of anonymous memory and registers them with d
-// for sending and receiving.
+// for sending and receiving. Pages are not touched here: the first write
+// faults them in (in the writer's goroutine, not the reactor), and
+// providers that pin memory (verbs) fault them at registration.
 func (d *Domain) NewRegion(size int) (*Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("ofi: region size %d", size)
 	}
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, &Error{Op: "mmap", Err: err}
 	}

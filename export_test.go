@@ -1,0 +1,14 @@
+package netio
+
+import "github.com/netio-go/netio/reactor"
+
+// ReactorStats returns the counters of the process's reactor, for
+// benchmarks that report thread wakes per operation.
+func ReactorStats() reactor.Stats {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	if engines.e == nil {
+		return reactor.Stats{}
+	}
+	return engines.e.r.Stats()
+}
