@@ -60,6 +60,44 @@ func BenchmarkRoundTrip64(b *testing.B) {
 		}
 		pingPong(b, c, c.ReadMessage)
 	})
+	b.Run("ofi", func(b *testing.B) {
+		// The floor: bare libfabric, one thread busy-polling both ends.
+		recv := []ofi.Segment{{Offset: 0, Len: 64, Token: 1}}
+		p, err := ofipair.New(ofipair.Options{RegionSize: 4096, ServerRecv: recv})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := p.Client.Endpoint.PostRecv(p.Client.Region, recv); err != nil {
+			b.Fatal(err)
+		}
+		send := []ofi.Segment{{Offset: 1024, Len: 64}}
+		var comps [4]ofi.Completion
+		hop := func(from, to *ofipair.Side) {
+			if _, err := from.Endpoint.PostSend(from.Region, send); err != nil {
+				b.Fatal(err)
+			}
+			for got := false; !got; {
+				from.CQ.Read(comps[:])
+				n, err := to.CQ.Read(comps[:])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range comps[:n] {
+					if c.Flags&ofi.FlagRecv != 0 {
+						got = true
+						to.Endpoint.PostRecv(to.Region, recv)
+					}
+				}
+			}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			hop(&p.Client, &p.Server)
+			hop(&p.Server, &p.Client)
+		}
+	})
 	b.Run("tcp", func(b *testing.B) {
 		c, s := tcpPair(b)
 		go func() {
@@ -85,7 +123,7 @@ func pingPong(b *testing.B, w io.Writer, read func([]byte) (int, error)) {
 		read(buf)
 	}
 	b.ReportAllocs()
-	before := netio.ReactorStats()
+	before, parksBefore := netio.ReactorStats(), netio.ReaderParks()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := w.Write(msg); err != nil {
@@ -96,18 +134,19 @@ func pingPong(b *testing.B, w io.Writer, read func([]byte) (int, error)) {
 		}
 	}
 	b.StopTimer()
-	reportWakes(b, before)
+	reportWakes(b, before, parksBefore)
 }
 
 // reportWakes adds the reactor's sleeps and doorbell writes per operation:
 // each is a thread wake-up, the main cost on a latency path.
-func reportWakes(b *testing.B, before reactor.Stats) {
+func reportWakes(b *testing.B, before reactor.Stats, parksBefore uint64) {
 	after := netio.ReactorStats()
 	if after == (reactor.Stats{}) {
 		return
 	}
 	b.ReportMetric(float64(after.Wakeups-before.Wakeups)/float64(b.N), "wakes/op")
 	b.ReportMetric(float64(after.DoorbellWrites-before.DoorbellWrites)/float64(b.N), "doorbells/op")
+	b.ReportMetric(float64(netio.ReaderParks()-parksBefore)/float64(b.N), "parks/op")
 }
 
 func echoMessages(c *netio.Conn) {

@@ -12,3 +12,6 @@ func ReactorStats() reactor.Stats {
 	}
 	return engines.e.r.Stats()
 }
+
+// ReaderParks is how many times a Read parked in the netpoller.
+func ReaderParks() uint64 { return parks.Load() }
