@@ -183,21 +183,11 @@ func Dial(network, address string, opts ...Option) (*Conn, error) {
 // network. Connection set-up is bounded by ctx and by
 // Config.ConnectTimeout, whichever ends first.
 func DialContext(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
-	cfg, err := buildConfig(opts)
-	prov := provider(network)
-	opErr := func(err error) error {
-		return &net.OpError{Op: "dial", Net: prov, Addr: stringAddr{prov, address}, Err: err}
-	}
+	a, err := parseArgs("dial", network, address, "127.0.0.1", opts)
 	if err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
-	host, port, err := net.SplitHostPort(address)
-	if err != nil {
-		return nil, opErr(err)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
+	cfg, prov, host, port, opErr := a.cfg, a.provider, a.host, a.port, a.opError
 	if err := ctx.Err(); err != nil {
 		return nil, opErr(err)
 	}

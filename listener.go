@@ -31,21 +31,11 @@ type Listener struct {
 // provider named by network ("" picks DefaultNetwork or $NETIO_PROVIDER).
 // The options apply to every accepted connection.
 func Listen(network, address string, opts ...Option) (*Listener, error) {
-	cfg, err := buildConfig(opts)
-	prov := provider(network)
-	opErr := func(err error) error {
-		return &net.OpError{Op: "listen", Net: prov, Addr: stringAddr{prov, address}, Err: err}
-	}
+	a, err := parseArgs("listen", network, address, "0.0.0.0", opts)
 	if err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
-	host, port, err := net.SplitHostPort(address)
-	if err != nil {
-		return nil, opErr(err)
-	}
-	if host == "" {
-		host = "0.0.0.0"
-	}
+	cfg, prov, host, port, opErr := a.cfg, a.provider, a.host, a.port, a.opError
 	if port == "" {
 		port = "0"
 	}

@@ -30,6 +30,7 @@ package netio
 
 import (
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"time"
@@ -236,6 +237,33 @@ func pollFor(c Config) time.Duration {
 // WithPollFor sets Config.PollFor.
 func WithPollFor(d time.Duration) Option {
 	return func(c *Config) error { c.PollFor = d; return nil }
+}
+
+// args are Dial's or Listen's arguments, checked.
+type args struct {
+	op, provider, address, host, port string
+	cfg                               Config
+}
+
+func (a *args) opError(err error) error {
+	return &net.OpError{Op: a.op, Net: a.provider, Addr: stringAddr{a.provider, a.address}, Err: err}
+}
+
+// parseArgs applies the options and splits address; an empty host is
+// defaultHost, as in the net package.
+func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, error) {
+	a := &args{op: op, provider: provider(network), address: address}
+	var err error
+	if a.cfg, err = buildConfig(opts); err != nil {
+		return nil, a.opError(err)
+	}
+	if a.host, a.port, err = net.SplitHostPort(address); err != nil {
+		return nil, a.opError(err)
+	}
+	if a.host == "" {
+		a.host = defaultHost
+	}
+	return a, nil
 }
 
 // provider maps a network argument to a libfabric provider name.
