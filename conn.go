@@ -36,6 +36,7 @@ type Conn struct {
 	rxBufSize  int
 	txSlots    int // send buffers this side keeps: at most the peer's window
 	peerWindow int // receive buffers the peer posts for us
+	txMax      int // sends the endpoint's transmit queue holds
 	txBufSize  int // the peer's buffer size: the largest fragment
 	maxSend    int
 	maxRecv    uint64
@@ -103,6 +104,7 @@ type Conn struct {
 	onClosed     func()
 	cbMsg        []byte   // OnMessage reassembly
 	rxReclaim    []uint32 // buffers the reactor itself is done with (control messages, OnMessage)
+	gives        []uint16 // credits carried by each send of the batch being posted
 	listener     *Listener
 }
 
@@ -257,12 +259,25 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 	if c.dom, err = c.fab.domainFor(info); err != nil {
 		return err
 	}
+	// Never more receives or sends in flight than the endpoint's queues
+	// hold: tcp ignores its limits, verbs answers EAGAIN.
 	c.rxWindow, c.rxBufSize = c.cfg.Window, c.cfg.BufferSize
+	if rx := info.RxSize(); rx >= minWindow && rx < c.rxWindow {
+		c.rxWindow = rx
+	}
+	if tx := info.TxSize() - ctlSlots; tx >= minWindow {
+		c.txMax = tx
+	} else {
+		c.txMax = minWindow
+	}
+	if m := info.MaxMsgSize(); m >= minBufferSize && m < uint64(c.rxBufSize) {
+		c.rxBufSize = int(m)
+	}
 	c.token = e.newToken(c)
 	if c.ep, err = c.dom.domain.OpenEndpoint(info, c.token); err != nil {
 		return err
 	}
-	if c.cq, err = c.dom.domain.OpenCQ(2*c.rxWindow + 2*maxWindow + ctlSlots); err != nil {
+	if c.cq, err = c.dom.domain.OpenCQ(c.rxWindow + c.cfg.Window + ctlSlots + 1); err != nil {
 		return err
 	}
 	if err = c.ep.BindEQ(c.fab.eq); err != nil {
@@ -284,6 +299,7 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 	c.rxReady = newSPSCRing(c.rxWindow)
 	c.rxFree = newSPSCRing(c.rxWindow)
 	c.rxReclaim = make([]uint32, 0, c.rxWindow)
+	c.gives = make([]uint16, 0, c.cfg.Window)
 	segs := e.segBuf[:0]
 	for i := 0; i < c.rxWindow; i++ {
 		segs = append(segs, ofi.Segment{Offset: uint64(i * c.rxBufSize), Len: uint64(c.rxBufSize), Token: tokRecv | uint64(i)})
@@ -325,8 +341,8 @@ func (c *Conn) setPeer(h hello) error {
 	// not choose how much memory this side commits. Fewer send buffers and
 	// smaller fragments than the peer offers are always allowed.
 	c.peerWindow = int(h.window)
-	c.txSlots = min(int(h.window), c.cfg.Window)
-	c.txBufSize = min(int(h.bufferSize), c.cfg.BufferSize)
+	c.txSlots = min(int(h.window), c.cfg.Window, c.txMax)
+	c.txBufSize = min(int(h.bufferSize), c.cfg.BufferSize, c.rxBufSize)
 	c.credits = c.peerWindow
 	c.maxSend = c.cfg.MaxMessageSize
 	if h.maxMessage < uint64(c.maxSend) {
@@ -648,7 +664,10 @@ func (c *Conn) service() {
 	if len(segs) > 0 {
 		n, err := c.ep.PostRecv(c.rxRegion, segs)
 		c.owed += n
-		if err != nil {
+		for _, sg := range segs[n:] { // a full queue: again after the next completion
+			c.rxReclaim = append(c.rxReclaim, uint32(sg.Token))
+		}
+		if err != nil && !errors.Is(err, ofi.EAGAIN) {
 			c.fail(err)
 			return
 		}
@@ -662,13 +681,23 @@ func (c *Conn) service() {
 		putCredits(c.txMem[slot*c.txBufSize:], uint16(give))
 		c.owed -= give
 		c.peerCredits += give
+		c.gives = append(c.gives, uint16(give))
 		segs = append(segs, ofi.Segment{Offset: uint64(slot * c.txBufSize), Len: uint64(c.txLen[slot]), Token: tokSend | uint64(slot)})
 		c.credits--
 		c.txPosted++
 	}
 	if len(segs) > 0 {
-		_, err := c.ep.PostSend(c.txRegion, segs)
-		if err != nil {
+		n, err := c.ep.PostSend(c.txRegion, segs)
+		// What did not go out (a full queue, EAGAIN on verbs) is taken
+		// back, credits and all, and posted after the next completion.
+		for _, g := range c.gives[n:] {
+			c.owed += int(g)
+			c.peerCredits -= int(g)
+			c.credits++
+			c.txPosted--
+		}
+		c.gives = c.gives[:0]
+		if err != nil && !errors.Is(err, ofi.EAGAIN) {
 			c.fail(err)
 			return
 		}
@@ -706,7 +735,9 @@ func (c *Conn) sendControl(kind uint8) bool {
 	putHeader(b, header{kind: kind, flags: flagLast, credits: uint16(give)})
 	c.ctlSeg[0] = ofi.Segment{Offset: uint64(slot * headerSize), Len: headerSize, Token: tokCtl | uint64(slot)}
 	if _, err := c.ep.PostSend(c.ctlRegion, c.ctlSeg[:]); err != nil {
-		c.fail(err)
+		if !errors.Is(err, ofi.EAGAIN) {
+			c.fail(err)
+		}
 		return false
 	}
 	c.ctlBusy |= 1 << slot
