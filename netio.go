@@ -3,7 +3,7 @@
 // libfabric, with an API shaped like the net package.
 //
 // Listen and Dial work like net.Listen and net.Dial; the network names the
-// libfabric provider ("tcp", "verbs", "sockets", ...; "" picks
+// libfabric provider ("tcp", "verbs", "efa", ...; "" picks
 // DefaultNetwork, or $NETIO_PROVIDER when set) and the address is a
 // host:port:
 //
@@ -22,10 +22,10 @@
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken
 // through an eventfd doorbell only when it is about to sleep (see package
-// reactor). Other goroutines hand it work through lock-free rings, so the
-// fast path takes no lock and makes no system call per message on the Go
-// side. User code never runs on the reactor unless Config.OnMessage asks
-// for it.
+// reactor). Other goroutines hand it work through lock-free rings: the fast
+// path shares no lock with the reactor and makes no system call of its own
+// per message (waking a reader that has parked costs one eventfd write).
+// User code never runs on the reactor unless Config.OnMessage asks for it.
 package netio
 
 import (
@@ -99,8 +99,8 @@ type Config struct {
 	// arrives, skipping the hop to a reading goroutine, and Read and
 	// ReadMessage are not used. msg is valid only during the call. It must
 	// return quickly and never block: it stalls every connection of the
-	// process while it runs. It may call Write only if the window cannot
-	// be exhausted (Write would block the reactor).
+	// process while it runs. It may call Write: when the peer has no room,
+	// Write returns ErrWouldBlock there instead of waiting.
 	OnMessage func(c *Conn, msg []byte)
 }
 
