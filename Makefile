@@ -11,7 +11,7 @@ endif
 # apt-get needs root; use sudo only when we are not root and it exists.
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
 
-.PHONY: deps demo test bench
+.PHONY: deps demo test bench compare
 
 # netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
 # shows which providers this machine has.
@@ -30,3 +30,14 @@ test: deps
 
 bench: deps
 	go test -run '^$$' -bench . -benchmem -count 5 .
+
+# Side-by-side comparison with ZeroMQ, Go's net.TCPConn and bare libfabric,
+# each sender and receiver in its own process (benchmarks/, a nested module
+# that the library never imports): writes benchmarks/results/compare.md and
+# compare.svg. About 5 minutes; `cd benchmarks && go run ./cmd/compare -quick`
+# takes about one.
+compare: deps
+	@dpkg -s libzmq3-dev pkg-config >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libzmq3-dev pkg-config; }
+	cd benchmarks && go run ./cmd/compare

@@ -1,0 +1,234 @@
+// Command compare measures netio next to what a Go user would pick instead
+// (ZeroMQ through pebbe/zmq4, Go's net.TCPConn with and without bufio) and
+// next to bare libfabric through netio's ofi binding, on loopback, with
+// sender and receiver in separate processes: the binary re-executes itself
+// once per side of every run. It writes results/compare.md (tables),
+// results/compare.svg (throughput against message size, log-log) and
+// results/compare.json (every run).
+//
+//	go run ./cmd/compare          # the full comparison, about 5 minutes
+//	go run ./cmd/compare -quick   # fewer sizes, shorter points, one repeat: about a minute
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/netio-go/netio/ofi"
+	zmq "github.com/pebbe/zmq4"
+)
+
+var fullSizes = []int{8, 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20}
+
+// plan is what one invocation measures.
+type plan struct {
+	sizes           []int
+	streamModes     []*mode
+	latencyModes    []*mode
+	repeat          int
+	warmup, measure time.Duration
+	out             string // directory for the results; "" writes none
+}
+
+func main() {
+	if os.Getenv(childEnv) == "1" {
+		childMain()
+	}
+	os.Exit(parentMain(os.Args[1:]))
+}
+
+func parentMain(args []string) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "fewer sizes (8 B, 1 KiB, 64 KiB, 1 MiB), 0.2 s + 0.5 s points, one repeat; results in results/quick")
+	sizes := fs.String("sizes", "", "comma-separated message sizes in bytes (default: 8 B to 1 MiB)")
+	modes := fs.String("modes", "", "comma-separated modes to run (default: all); stream: "+modeNames(streamModes)+"; round trip: "+modeNames(latencyModes))
+	repeat := fs.Int("repeat", 0, "runs per point (default 3, quick 1)")
+	warmup := fs.Duration("warmup", 0, "uncounted warm-up per run (default 300ms, quick 200ms)")
+	measure := fs.Duration("measure", 0, "measured time per run (default 1s, quick 500ms)")
+	out := fs.String("out", "", "directory for compare.md, .svg and .json (default results, quick results/quick)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes,
+		repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
+	if *quick {
+		p.sizes = []int{8, 1 << 10, 64 << 10, 1 << 20}
+		p.repeat, p.warmup, p.measure, p.out = 1, 200*time.Millisecond, 500*time.Millisecond, filepath.Join("results", "quick")
+	}
+	if *sizes != "" {
+		p.sizes = nil
+		for _, f := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 8 {
+				fmt.Fprintf(os.Stderr, "compare: bad size %q (at least 8 bytes)\n", f)
+				return 2
+			}
+			p.sizes = append(p.sizes, n)
+		}
+	}
+	if *modes != "" {
+		p.streamModes, p.latencyModes = nil, nil
+		for _, f := range strings.Split(*modes, ",") {
+			m := findMode(strings.TrimSpace(f))
+			if m == nil {
+				fmt.Fprintf(os.Stderr, "compare: unknown mode %q\n", f)
+				return 2
+			}
+			if m.latency {
+				p.latencyModes = append(p.latencyModes, m)
+			} else {
+				p.streamModes = append(p.streamModes, m)
+			}
+		}
+	}
+	if *repeat > 0 {
+		p.repeat = *repeat
+	}
+	if *warmup > 0 {
+		p.warmup = *warmup
+	}
+	if *measure > 0 {
+		p.measure = *measure
+	}
+	if *out != "" {
+		p.out = *out
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		return 1
+	}
+	cmd := "go run ./cmd/compare"
+	if len(args) > 0 {
+		cmd += " " + strings.Join(args, " ")
+	}
+	rep := execute(&runner{exe: exe, warmup: p.warmup, measure: p.measure}, p, cmd, os.Stdout)
+	if p.out != "" {
+		if err := rep.write(p.out); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			return 1
+		}
+		fmt.Printf("wrote %s in %s\n", filepath.Join(p.out, "compare.{md,svg,json}"), rep.Elapsed.Round(time.Second))
+	}
+	for _, pt := range append(append([]*point(nil), rep.Stream...), rep.Latency...) {
+		if len(pt.Runs) == 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+func modeNames(ms []*mode) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// execute runs the plan, printing one line per point to progress.
+func execute(r *runner, p plan, command string, progress *os.File) *report {
+	start := time.Now()
+	rep := &report{Date: start, Machine: describeMachine(), Command: command,
+		Warmup: p.warmup, Measure: p.measure, Repeat: p.repeat, Sizes: p.sizes}
+	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes)
+	done := 0
+	measure := func(m *mode, size int) *point {
+		pt := &point{Mode: m.name, Size: size}
+		t := time.Now()
+		for i := 0; i < p.repeat; i++ {
+			res, err := r.run(m, size)
+			if err != nil {
+				pt.Errors = append(pt.Errors, err.Error())
+				continue
+			}
+			pt.Runs = append(pt.Runs, res)
+		}
+		done++
+		line := fmt.Sprintf("[%2d/%d] %-20s %7s  ", done, total, m.name, sizeLabel(size))
+		switch {
+		case len(pt.Runs) == 0:
+			line += "FAILED: " + oneLine(pt.Errors[0])
+		case m.latency:
+			med, p99 := pt.latency()
+			line += fmt.Sprintf("round trip median %s µs, p99 %s µs", cell(med, fmtNum), cell(p99, fmtNum))
+		default:
+			line += fmt.Sprintf("%s msg/s  %s Gbit/s", cell(pt.rate(), fmtRate), cell(pt.gbps(), fmtNum))
+		}
+		if len(pt.Runs) > 0 && len(pt.Errors) > 0 {
+			line += fmt.Sprintf("  (%d runs failed: %s)", len(pt.Errors), oneLine(pt.Errors[0]))
+		}
+		fmt.Fprintf(progress, "%s  [%.1fs]\n", line, time.Since(t).Seconds())
+		return pt
+	}
+	// Size by size, every system in turn, so that drift on a shared
+	// machine touches all systems alike.
+	for _, size := range p.sizes {
+		for _, m := range p.streamModes {
+			rep.Stream = append(rep.Stream, measure(m, size))
+		}
+	}
+	for _, m := range p.latencyModes {
+		rep.Latency = append(rep.Latency, measure(m, 64))
+	}
+	rep.Elapsed = time.Since(start)
+	return rep
+}
+
+func (rep *report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compare.md"), []byte(rep.Markdown()), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compare.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if len(rep.Stream) > 0 {
+		return rep.SavePlot(filepath.Join(dir, "compare.svg"))
+	}
+	return nil
+}
+
+func describeMachine() machine {
+	m := machine{NProc: strconv.Itoa(runtime.NumCPU()), CPU: "unknown", Kernel: "unknown",
+		Libfabric: ofi.LibraryVersion().String(), Go: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		m.NProc = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	// fi_info (libfabric-bin) knows the patch level; the library only major.minor.
+	if out, err := exec.Command("fi_info", "--version").Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "libfabric:"); ok {
+				m.Libfabric = strings.TrimSpace(v)
+			}
+		}
+	}
+	a, b, c := zmq.Version()
+	m.ZeroMQ = fmt.Sprintf("%d.%d.%d", a, b, c)
+	return m
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// point is one system at one size, run several times.
+type point struct {
+	Mode   string    `json:"mode"`
+	Size   int       `json:"size"`
+	Runs   []*Result `json:"runs"`             // successful runs
+	Errors []string  `json:"errors,omitempty"` // failed runs
+}
+
+// rate summarises messages (or round trips) per second over the runs.
+func (p *point) rate() summary {
+	var vs []float64
+	for _, r := range p.Runs {
+		vs = append(vs, r.MsgRate())
+	}
+	return summarize(vs)
+}
+
+// gbps summarises payload Gbit/s over the runs.
+func (p *point) gbps() summary {
+	s := p.rate()
+	k := float64(p.Size) * 8 / 1e9
+	s.Median, s.Min, s.Max = s.Median*k, s.Min*k, s.Max*k
+	return s
+}
+
+// latency summarises the runs' median and p99 round trips, in µs.
+func (p *point) latency() (median, p99 summary) {
+	var ms, ps []float64
+	for _, r := range p.Runs {
+		ms = append(ms, float64(r.MedianNs)/1e3)
+		ps = append(ps, float64(r.P99Ns)/1e3)
+	}
+	return summarize(ms), summarize(ps)
+}
+
+// machine describes where the run happened.
+type machine struct {
+	NProc      string `json:"nproc"`
+	CPU        string `json:"cpu"`
+	Kernel     string `json:"kernel"`
+	Libfabric  string `json:"libfabric"`
+	Go         string `json:"go"`
+	ZeroMQ     string `json:"zeromq"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+}
+
+// report is one whole comparison.
+type report struct {
+	Date    time.Time     `json:"date"`
+	Machine machine       `json:"machine"`
+	Command string        `json:"command"`
+	Warmup  time.Duration `json:"warmup_ns"`
+	Measure time.Duration `json:"measure_ns"`
+	Repeat  int           `json:"repeat"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Sizes   []int         `json:"sizes"`
+	Stream  []*point      `json:"stream"`
+	Latency []*point      `json:"latency"`
+}
+
+func (r *report) streamPoint(modeName string, size int) *point {
+	for _, p := range r.Stream {
+		if p.Mode == modeName && p.Size == size {
+			return p
+		}
+	}
+	return nil
+}
+
+// modesIn lists the modes of ms that have at least one point in ps, in
+// the order of ms.
+func modesIn(ms []*mode, ps []*point) []*mode {
+	var out []*mode
+	for _, m := range ms {
+		for _, p := range ps {
+			if p.Mode == m.name {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rateColumn says whether a size is shown in messages/s (small messages)
+// rather than Gbit/s.
+func rateColumn(size int) bool { return size <= 4<<10 }
+
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// fmtRate writes a message rate with three significant digits: 117k, 1.23M.
+func fmtRate(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case v >= 1e6:
+		return trimG(v/1e6) + "M"
+	case v >= 1e3:
+		return trimG(v/1e3) + "k"
+	}
+	return trimG(v)
+}
+
+// fmtNum writes a value with three significant digits and no exponent.
+func fmtNum(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return trimG(v)
+}
+
+func trimG(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	case a >= 0.1:
+		return fmt.Sprintf("%.3f", v)
+	case a == 0:
+		return "0"
+	}
+	return fmt.Sprintf("%.2g", v)
+}
+
+// cell is "median (min-max)"; one run shows only the median.
+func cell(s summary, f func(float64) string) string {
+	switch {
+	case s.N == 0:
+		return "failed"
+	case s.N == 1:
+		return f(s.Median)
+	}
+	return fmt.Sprintf("%s (%s-%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+func (r *report) streamCell(m *mode, size int) string {
+	p := r.streamPoint(m.name, size)
+	if p == nil {
+		return ""
+	}
+	if rateColumn(size) {
+		return cell(p.rate(), fmtRate)
+	}
+	return cell(p.gbps(), fmtNum)
+}
+
+// ratio is netio's median over the peer's, "0.69x".
+func ratio(netio, peer summary) string {
+	if netio.N == 0 || peer.N == 0 || peer.Median == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", netio.Median/peer.Median)
+}
+
+// Markdown renders the report.
+func (r *report) Markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# netio next to ZeroMQ, Go's net.TCPConn and bare libfabric\n\n")
+	w("- date: %s\n", r.Date.Format("2006-01-02 15:04 MST"))
+	w("- machine: %s CPUs (`nproc`), %s, Linux %s; GOMAXPROCS %d\n", r.Machine.NProc, r.Machine.CPU, r.Machine.Kernel, r.Machine.GOMAXPROCS)
+	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
+	w("- command: `%s` (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
+	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %d times, cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
+		r.Measure, r.Warmup, r.Repeat)
+
+	sm := modesIn(streamModes, r.Stream)
+	if len(sm) > 0 {
+		w("## One-way stream\n\nMessages/s up to 4 KiB, payload Gbit/s from 64 KiB.\n\n")
+		w("| system |")
+		for _, s := range r.Sizes {
+			unit := "Gbit/s"
+			if rateColumn(s) {
+				unit = "msg/s"
+			}
+			w(" %s (%s) |", sizeLabel(s), unit)
+		}
+		w("\n|---|")
+		for range r.Sizes {
+			w("---|")
+		}
+		w("\n")
+		for _, m := range sm {
+			w("| %s |", m.label)
+			for _, s := range r.Sizes {
+				w(" %s |", r.streamCell(m, s))
+			}
+			w("\n")
+		}
+		if base := findMode("netio"); len(sm) > 1 && sm[0] == base {
+			w("\n### netio's rate divided by each peer's (medians; above 1 means netio is faster)\n\n")
+			w("| netio / |")
+			for _, s := range r.Sizes {
+				w(" %s |", sizeLabel(s))
+			}
+			w("\n|---|")
+			for range r.Sizes {
+				w("---|")
+			}
+			w("\n")
+			for _, m := range sm[1:] {
+				w("| %s |", m.label)
+				for _, s := range r.Sizes {
+					np, pp := r.streamPoint("netio", s), r.streamPoint(m.name, s)
+					if np == nil || pp == nil {
+						w(" - |")
+						continue
+					}
+					w(" %s |", ratio(np.rate(), pp.rate()))
+				}
+				w("\n")
+			}
+		}
+	}
+
+	lm := modesIn(latencyModes, r.Latency)
+	if len(lm) > 0 {
+		w("\n## Round trip, 64 B\n\nPer-iteration latency at the client (send, then wait for the echo) over the measured window; median of the runs' medians and of their p99s, min-max of the runs in brackets.\n\n")
+		w("| system | median µs | p99 µs | round trips/s | netio's median / this |\n|---|---|---|---|---|\n")
+		var netioMed summary
+		for _, p := range r.Latency {
+			if p.Mode == "rtt-netio" {
+				netioMed, _ = p.latency()
+			}
+		}
+		for _, m := range lm {
+			for _, p := range r.Latency {
+				if p.Mode != m.name {
+					continue
+				}
+				med, p99 := p.latency()
+				rel := "-"
+				if netioMed.N > 0 && med.N > 0 {
+					rel = fmt.Sprintf("%.2fx", netioMed.Median/med.Median)
+				}
+				w("| %s | %s | %s | %s | %s |\n", m.label, cell(med, fmtNum), cell(p99, fmtNum), cell(p.rate(), fmtRate), rel)
+			}
+		}
+	}
+
+	var errs []string
+	for _, p := range append(append([]*point(nil), r.Stream...), r.Latency...) {
+		for _, e := range p.Errors {
+			errs = append(errs, fmt.Sprintf("- %s %s: %s", p.Mode, sizeLabel(p.Size), oneLine(e)))
+		}
+	}
+	if len(errs) > 0 {
+		w("\n## Failed runs\n\n%s\n", strings.Join(errs, "\n"))
+	}
+	w("\n## How each row is measured\n\n%s", methodNotes)
+	return b.String()
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+const methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (256 KiB buffers, window 16, so 1 MiB messages travel as 4 fragments); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
+- **ZeroMQ PUSH/PULL**: ` + "`SendBytes`/`RecvBytes`" + ` (pebbe/zmq4 copies each received message into a new Go slice: that is its API), one I/O thread. SNDHWM = RCVHWM = 1000 messages (ZeroMQ's default) but at most 32 MiB of messages per socket (512 at 64 KiB, 32 at 1 MiB); PUSH blocks at the mark.
+- **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
+- **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.
+- **bare libfabric**: netio's ` + "`ofi`" + ` binding without netio: FI_EP_MSG on ` + "`tcp`" + `, each process busy-polls its own CQ. The receiver posts W buffers (64, at most 16 MiB: 16 at 1 MiB), sends W in the accept's private data, re-posts buffers in batches and returns the count of re-posted buffers in an 8-byte credit message every W/2; the sender posts sends in batches and never has more than credit + W sent, so it never sends to a peer without a posted buffer.
+- **Round trips**: netio with the echo server in a goroutine (` + "`ReadMessage`+`Write`" + `) and in ` + "`OnMessage`" + ` on the reactor; ZeroMQ REQ/REP; Go TCP blocking reads with the same 8-byte prefix; bare libfabric with both sides busy-polling.
+- Every sender writes every byte of its buffers once before sending, so nobody sends from untouched zero pages.
+`
