@@ -6,14 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -86,31 +83,17 @@ type streamResult struct {
 }
 
 func demoMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("netio demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	provider := fs.String("provider", "", "libfabric provider; empty means netio's default ($NETIO_PROVIDER or "+netio.DefaultNetwork+")")
+	fs := newFlagSet("demo", "usage: netio demo [flags]\n\n"+
+		"Runs a netio listener and client in this process over loopback and measures\n"+
+		"round-trip latency, 64-byte message rate and 1 MiB throughput.\n", stderr)
+	provider := providerFlag(fs)
 	duration := fs.Duration("duration", 3*time.Second, "length of each of the three phases")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: netio demo [flags]\n\n"+
-			"Runs a netio listener and client in this process over loopback and measures\n"+
-			"round-trip latency, 64-byte message rate and 1 MiB throughput.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "netio demo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *duration <= 0 {
-		fmt.Fprintln(stderr, "netio demo: -duration must be positive")
-		return exitUsage
+		return usageError(fs, "-duration must be positive")
 	}
 
 	// Progress shares stdout with the table; with -json it moves to stderr
@@ -142,17 +125,6 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	}
 	printTable(stdout, res)
 	return exitOK
-}
-
-// isTerminal reports whether w is a character device, where rewriting one
-// line with \r looks like progress; in a file or a pipe it would be noise.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // runDemo listens on loopback and runs the three phases, each on a
@@ -409,66 +381,10 @@ func percentile(sorted []time.Duration, pct float64) time.Duration {
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// meter shows a phase's progress while it runs: the phase adds to a
-// counter, and a goroutine turns the counter's growth since the last tick
-// into a current rate, so that the hot loops only do an atomic add.
-type meter struct {
-	n    atomic.Int64
-	done chan struct{}
-	wg   sync.WaitGroup
-}
-
+// startMeter shows a demo phase's progress; rate turns the messages
+// counted since the last tick into the rate shown.
 func startMeter(cfg demoConfig, name string, rate func(n int64, d time.Duration) string) *meter {
-	m := &meter{done: make(chan struct{})}
-	if cfg.progress == nil {
-		return m
-	}
-	// A terminal line can change often; a log gets one line a second.
-	every := time.Second
-	if cfg.inPlace {
-		every = 200 * time.Millisecond
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		start := time.Now()
-		prevN, prevT := int64(0), start
-		shown := false
-		for {
-			select {
-			case <-m.done:
-				if shown {
-					// Leave a clean line for the table.
-					fmt.Fprint(cfg.progress, "\r\x1b[K")
-				}
-				return
-			case now := <-tick.C:
-				n := m.n.Load()
-				cur := "waiting"
-				if n > prevN {
-					cur = rate(n-prevN, now.Sub(prevT))
-				}
-				prevN, prevT = n, now
-				line := fmt.Sprintf("%-10s  %4.1fs  %s", name, now.Sub(start).Seconds(), cur)
-				if cfg.inPlace {
-					fmt.Fprintf(cfg.progress, "\r%s\x1b[K", line)
-					shown = true
-				} else {
-					fmt.Fprintln(cfg.progress, line)
-				}
-			}
-		}
-	}()
-	return m
-}
-
-func (m *meter) add(n int64) { m.n.Add(n) }
-
-func (m *meter) stop() {
-	close(m.done)
-	m.wg.Wait()
+	return startProgress(cfg.progress, cfg.inPlace, name, func(n, _ int64, d time.Duration) string { return rate(n, d) })
 }
 
 func printTable(w io.Writer, r *demoResult) {

@@ -3,12 +3,23 @@
 // Usage:
 //
 //	netio demo [-provider name] [-duration d] [-json]
+//	netio recv -listen host:port [-provider name] [-count n] [-duration d] [-json]
+//	netio send -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
+//	netio pong -listen host:port [-provider name] [-count connections] [-json]
+//	netio ping -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
+//	netio info [-provider name] [-json]
 //	netio help
 //
 // demo runs a listener and a client in one process over loopback and
 // measures round-trip latency, small-message rate and bulk throughput, so a
 // new user can see that libfabric works on the machine and what netio gets
 // out of it before writing any code.
+//
+// recv and send measure a one-way stream between two processes, on one
+// host or two: messages/s, Gbit/s and, from send times carried in the
+// messages, one-way latency (which across hosts needs synchronized
+// clocks). ping and pong measure round trips and print their distribution.
+// info lists the libfabric providers netio can use here.
 package main
 
 import (
@@ -29,6 +40,11 @@ const usage = `usage: netio <command> [flags]
 
 commands:
   demo    measure latency, message rate and throughput over loopback
+  recv    listen, take one sender's messages, report rate and one-way latency
+  send    connect to a recv and send messages as fast as possible
+  pong    listen and echo every message back
+  ping    measure round trips to a pong: percentiles and histogram
+  info    list the libfabric providers here and the one netio picks
   help    show this help
 
 Run 'netio <command> -h' for the flags of a command.
@@ -50,6 +66,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "demo":
 		return demoMain(rest, stdout, stderr)
+	case "recv":
+		return recvMain(rest, stdout, stderr)
+	case "send":
+		return sendMain(rest, stdout, stderr)
+	case "pong":
+		return pongMain(rest, stdout, stderr)
+	case "ping":
+		return pingMain(rest, stdout, stderr)
+	case "info":
+		return infoMain(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -113,14 +112,9 @@ func TestPercentile(t *testing.T) {
 // TestCommand runs the built binary, for what only a real process shows:
 // exit codes and what reaches stdout and stderr.
 func TestCommand(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal("go is not on PATH:", err)
-	}
-	bin := filepath.Join(t.TempDir(), "netio")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNetio(t)
+	// A port that was free a moment ago: nothing listens there.
+	closed := closedPort(t)
 	tests := []struct {
 		args       []string
 		code       int
@@ -131,12 +125,27 @@ func TestCommand(t *testing.T) {
 		{args: nil, code: exitUsage, stderr: "usage: netio"},
 		{args: []string{"frobnicate"}, code: exitUsage, stderr: `netio: unknown command "frobnicate"`},
 		{args: []string{"help"}, code: exitOK, stdout: "usage: netio"},
-		{args: []string{"demo", "-nosuchflag"}, code: exitUsage, stderr: "flag provided but not defined"},
-		{args: []string{"demo", "-duration", "0s"}, code: exitUsage, stderr: "-duration must be positive"},
-		{args: []string{"demo", "extra"}, code: exitUsage, stderr: "unexpected argument"},
+		{args: []string{"demo", "-nosuchflag"}, code: exitUsage, stderr: "netio demo: flag provided but not defined: -nosuchflag", stderrLine: true},
+		{args: []string{"demo", "-duration", "0s"}, code: exitUsage, stderr: "-duration must be positive", stderrLine: true},
+		{args: []string{"demo", "extra"}, code: exitUsage, stderr: "unexpected argument", stderrLine: true},
 		{args: []string{"demo", "-h"}, code: exitOK, stderr: "-duration"},
 		{args: []string{"demo", "-provider", "no-such-provider"}, code: exitError, stderr: "netio: demo: ", stderrLine: true},
 		{args: []string{"demo", "-duration", "100ms", "-json"}, code: exitOK, stdout: `"gbit_per_second"`},
+		{args: []string{"help"}, code: exitOK, stdout: "  ping    "},
+		{args: []string{"send", "-h"}, code: exitOK, stderr: "-size"},
+		{args: []string{"send"}, code: exitUsage, stderr: "netio send: -to is required", stderrLine: true},
+		{args: []string{"send", "-to", closed, "-size", "0"}, code: exitUsage, stderr: "netio send: -size must be between", stderrLine: true},
+		{args: []string{"send", "-to", closed, "-size", "lots"}, code: exitUsage, stderr: `invalid value "lots" for flag -size`, stderrLine: true},
+		{args: []string{"send", "-to", closed, "-count", "-1"}, code: exitUsage, stderr: "-count must not be negative", stderrLine: true},
+		{args: []string{"send", "-to", closed}, code: exitError, stderr: "netio: send: dial tcp " + closed + ": connection refused", stderrLine: true},
+		{args: []string{"recv"}, code: exitUsage, stderr: "netio recv: -listen is required", stderrLine: true},
+		{args: []string{"recv", "-listen", "127.0.0.1:0", "-duration", "soon"}, code: exitUsage, stderr: `invalid value "soon" for flag -duration`, stderrLine: true},
+		{args: []string{"recv", "-listen", "no-port"}, code: exitError, stderr: "netio: recv: listen", stderrLine: true},
+		{args: []string{"ping", "-to", closed, "-count", "1"}, code: exitError, stderr: "netio: ping: dial tcp " + closed + ": connection refused", stderrLine: true},
+		{args: []string{"ping", "-to", closed, "stray"}, code: exitUsage, stderr: `netio ping: unexpected argument "stray"`, stderrLine: true},
+		{args: []string{"pong", "-listen", "127.0.0.1:0", "-count", "x"}, code: exitUsage, stderr: "netio pong: invalid value", stderrLine: true},
+		{args: []string{"info", "-provider", "no-such-provider"}, code: exitError, stderr: `netio: info: provider "no-such-provider": `, stderrLine: true},
+		{args: []string{"info", "-json"}, code: exitOK, stdout: `"provider": "tcp"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(append([]string{"netio"}, tt.args...), " "), func(t *testing.T) {

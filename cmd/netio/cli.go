@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/netio-go/netio"
+)
+
+// What the subcommands share: flag parsing that reports a bad command line
+// as one line, the -count/-duration limits, Ctrl-C, and output.
+
+const (
+	// closeWait bounds each step of ending a run in order: waiting for the
+	// peer to echo the end-of-stream message, to finish what it had in
+	// flight after a stop request, or to close its side.
+	closeWait = 5 * time.Second
+	// defaultRun is how long send and ping run when neither -count nor
+	// -duration is given.
+	defaultRun = 10 * time.Second
+)
+
+// newFlagSet returns the flag set of "netio <cmd>"; usage is printed by -h
+// above the flags.
+func newFlagSet(cmd, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("netio "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage+"\nflags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args. A bad command line is reported as one line
+// naming the command (the flag package would add the whole usage) and
+// gives exitUsage; -h prints the usage and gives exitOK. ok says whether to
+// go on.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	stderr := fs.Output()
+	fs.SetOutput(new(bytes.Buffer)) // what flag prints on its own
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return exitOK, false
+	case err != nil:
+		return usageError(fs, "%v", err), false
+	case fs.NArg() > 0:
+		return usageError(fs, "unexpected argument %q", fs.Arg(0)), false
+	}
+	return exitOK, true
+}
+
+// usageError reports a bad command line in one line and returns exitUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(fs.Output(), "%s: %s (see '%s -h')\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
+	return exitUsage
+}
+
+// failed reports a failed run in one line and returns exitError.
+func failed(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "netio: %s: %s\n", cmd, oneLine(err.Error()))
+	return exitError
+}
+
+// oneLine keeps an error message on one line whatever libfabric put in it.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// limits are the -count and -duration flags of a run: it stops at
+// whichever is reached first; zero means no limit.
+type limits struct {
+	count    int64
+	duration time.Duration
+}
+
+func (l *limits) register(fs *flag.FlagSet, countHelp, durationHelp string) {
+	fs.Int64Var(&l.count, "count", 0, countHelp)
+	fs.DurationVar(&l.duration, "duration", 0, durationHelp)
+}
+
+func (l *limits) check(fs *flag.FlagSet) (int, bool) {
+	if l.count < 0 {
+		return usageError(fs, "-count must not be negative"), false
+	}
+	if l.duration < 0 {
+		return usageError(fs, "-duration must not be negative"), false
+	}
+	return exitOK, true
+}
+
+// orDefault gives a run without limits the default length.
+func (l limits) orDefault() limits {
+	if l.count == 0 && l.duration == 0 {
+		l.duration = defaultRun
+	}
+	return l
+}
+
+// byteSize is a flag holding a size in bytes: 1024, 4KiB, 4k, 1MiB, 1M.
+type byteSize int
+
+func (b *byteSize) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	num := strings.TrimRight(s, "KMGiBbkmg")
+	unit := strings.ToLower(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b"))
+	mult := 1
+	switch unit {
+	case "":
+	case "k", "ki":
+		mult = 1 << 10
+	case "m", "mi":
+		mult = 1 << 20
+	case "g", "gi":
+		mult = 1 << 30
+	default:
+		return errors.New("want bytes, e.g. 64, 4KiB or 1MiB")
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return errors.New("want bytes, e.g. 64, 4KiB or 1MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+// checkSize validates a message size flag: at least one byte (an empty
+// message ends a stream), at most what a netio connection carries.
+func checkSize(fs *flag.FlagSet, size byteSize) (int, bool) {
+	if size < 1 || size > netio.DefaultMaxMessageSize {
+		return usageError(fs, "-size must be between 1 B and %s", sizeString(netio.DefaultMaxMessageSize)), false
+	}
+	return exitOK, true
+}
+
+// interruptible returns a context that SIGINT or SIGTERM cancels, so that
+// Ctrl-C ends a run in order with its summary. After the first signal the
+// default action is back: a second Ctrl-C kills a run that does not end.
+// stop releases the signals.
+func interruptible() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-sig:
+			signal.Stop(sig)
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}
+
+// whenDone runs f if ctx ends before the returned stop is called; stop
+// returns once f, if it started, has finished.
+func whenDone(ctx context.Context, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			f()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
+// outputs returns where progress goes: stdout next to a table, stderr when
+// stdout is JSON; and whether it is a terminal.
+func outputs(stdout, stderr io.Writer, asJSON bool) (progress io.Writer, inPlace bool) {
+	progress = stdout
+	if asJSON {
+		progress = stderr
+	}
+	return progress, isTerminal(progress)
+}
+
+// providerFlag adds -provider.
+func providerFlag(fs *flag.FlagSet) *string {
+	return fs.String("provider", "", "libfabric provider; empty means netio's default ($NETIO_PROVIDER or "+netio.DefaultNetwork+")")
+}
+
+// printJSON writes v indented.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// gbit is the payload rate of bytes over d.
+func gbit(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / d.Seconds() / 1e9
+}
+
+// perSecond is n over d.
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/ofi"
+)
+
+const infoUsage = `usage: netio info [flags]
+
+Lists the libfabric providers on this machine that netio can use (reliable
+connected endpoints with send and receive), one line per provider and
+interface, the providers left out because they busy-poll, and the provider
+netio picks when none is named.
+`
+
+// infoResult is what netio info prints; -json prints it as it is.
+type infoResult struct {
+	// Libfabric is the version of the libfabric library loaded; API is the
+	// one netio was built against.
+	Libfabric string `json:"libfabric_version"`
+	API       string `json:"api_version"`
+	// Default is the provider netio uses when none is named.
+	Default defaultProvider `json:"default"`
+	// Endpoints are the usable providers, one entry per fabric and domain
+	// (for tcp: per subnet and interface).
+	Endpoints []endpointInfo `json:"endpoints"`
+	// Unusable are providers present but left out.
+	Unusable []unusableProvider `json:"unusable,omitempty"`
+}
+
+type defaultProvider struct {
+	// Provider is what netio.Listen and netio.Dial use for network "".
+	Provider string `json:"provider"`
+	// From says where that comes from: $NETIO_PROVIDER or
+	// netio.DefaultNetwork.
+	From string `json:"from"`
+	// Available says whether this machine offers it.
+	Available bool `json:"available"`
+}
+
+type endpointInfo struct {
+	Provider   string `json:"provider"`
+	Version    string `json:"version"`
+	Fabric     string `json:"fabric"`
+	Domain     string `json:"domain"`
+	Address    string `json:"address,omitempty"`
+	MRMode     uint64 `json:"mr_mode"`
+	TxSize     int    `json:"tx_size"`
+	RxSize     int    `json:"rx_size"`
+	InjectSize int    `json:"inject_size"`
+	MaxMsgSize uint64 `json:"max_msg_size"`
+}
+
+type unusableProvider struct {
+	Provider string `json:"provider"`
+	Reason   string `json:"reason"`
+}
+
+// probed are providers asked about one by one, to find those GetInfo
+// drops because their version busy-polls (asking for all of them at once
+// drops them silently).
+var probed = []string{"tcp", "net", "sockets", "verbs", "efa", "psm2", "psm3", "opx", "cxi", "ucx", "usnic", "shm", "udp"}
+
+func infoMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("info", infoUsage, stderr)
+	provider := fs.String("provider", "", "show only this provider (empty: every provider)")
+	asJSON := fs.Bool("json", false, "print as JSON instead of a table")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	res, err := runInfo(*provider)
+	if err != nil {
+		return failed(stderr, "info", err)
+	}
+	if *asJSON {
+		if err := printJSON(stdout, res); err != nil {
+			return failed(stderr, "info", err)
+		}
+		return exitOK
+	}
+	printInfo(stdout, res)
+	return exitOK
+}
+
+func runInfo(provider string) (*infoResult, error) {
+	res := &infoResult{
+		Libfabric: ofi.LibraryVersion().String(),
+		API:       ofi.APIVersion.String(),
+		Default:   defaultProvider{Provider: netio.DefaultNetwork, From: "netio.DefaultNetwork"},
+	}
+	if p := os.Getenv("NETIO_PROVIDER"); p != "" {
+		res.Default = defaultProvider{Provider: p, From: "$NETIO_PROVIDER"}
+	}
+	// Every interface, not only loopback: the addresses are what -listen
+	// can bind.
+	eps, err := endpoints(provider)
+	if err != nil && (provider != "" || !errors.Is(err, ofi.ENODATA)) {
+		if provider != "" {
+			return nil, fmt.Errorf("provider %q: %w", provider, err)
+		}
+		return nil, err
+	}
+	res.Endpoints = eps
+	if provider == "" {
+		found := map[string]bool{}
+		for _, e := range eps {
+			found[e.Provider] = true
+		}
+		for _, p := range probed {
+			if found[p] {
+				continue
+			}
+			if _, err := endpoints(p); errors.Is(err, ofi.ErrSpinningProvider) {
+				res.Unusable = append(res.Unusable, unusableProvider{Provider: p, Reason: err.Error()})
+			}
+		}
+	}
+	if provider == "" || provider == res.Default.Provider {
+		for _, e := range eps {
+			res.Default.Available = res.Default.Available || e.Provider == res.Default.Provider
+		}
+	} else if _, err := endpoints(res.Default.Provider); err == nil {
+		res.Default.Available = true
+	}
+	return res, nil
+}
+
+// endpoints asks libfabric for the MSG endpoints of provider ("" for all).
+func endpoints(provider string) ([]endpointInfo, error) {
+	l, err := ofi.GetInfo(ofi.Hints{Provider: provider})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Free()
+	var out []endpointInfo
+	for _, i := range l.Entries {
+		e := endpointInfo{
+			Provider:   i.Provider(),
+			Version:    i.ProviderVersion().String(),
+			Fabric:     i.FabricName(),
+			Domain:     i.DomainName(),
+			MRMode:     i.MRMode(),
+			TxSize:     i.TxSize(),
+			RxSize:     i.RxSize(),
+			InjectSize: i.InjectSize(),
+			MaxMsgSize: i.MaxMsgSize(),
+		}
+		if a, ok := i.SourceAddr(); ok {
+			e.Address = a.Addr().String()
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func printInfo(w io.Writer, r *infoResult) {
+	fmt.Fprintf(w, "libfabric %s (netio built against API %s)\n", r.Libfabric, r.API)
+	avail := "available"
+	if !r.Default.Available {
+		avail = "NOT available here: netio.Listen and netio.Dial with network \"\" will fail"
+	}
+	fmt.Fprintf(w, "netio picks %s (%s), %s\n\n", r.Default.Provider, r.Default.From, avail)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "provider\tversion\tfabric\tdomain\taddress\tmr_mode\ttx/rx queue\tinject\tmax message")
+	for _, e := range r.Endpoints {
+		maxMsg := bytesString(int64(min(e.MaxMsgSize, 1<<62)))
+		if e.MaxMsgSize >= 1<<62 {
+			maxMsg = "unlimited"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", e.Provider, e.Version, e.Fabric, e.Domain, e.Address,
+			mrModeString(e.MRMode), e.TxSize, e.RxSize, bytesString(int64(e.InjectSize)), maxMsg)
+	}
+	tw.Flush()
+	if len(r.Unusable) > 0 {
+		fmt.Fprintln(w, "\nleft out:")
+		for _, u := range r.Unusable {
+			fmt.Fprintf(w, "  %s: %s\n", u.Provider, strings.TrimPrefix(u.Reason, "ofi: "))
+		}
+	}
+}
+
+// mrModeString names the memory registration bits netio knows about.
+func mrModeString(m uint64) string {
+	if m == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%#x", m)
+}

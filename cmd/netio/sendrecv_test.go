@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/netio-go/netio"
+)
+
+func decode(t *testing.T, s string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("not the JSON summary: %v\n%s", err, s)
+	}
+}
+
+func TestSendRecv(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0")
+	send := start("send", "-to", recv.addr(t), "-count", "2000", "-size", "1024")
+	send.mustExit(t, exitOK)
+	recv.mustExit(t, exitOK)
+
+	r := recv.stdout.String()
+	if n := field(t, r, `(?m)^received +([0-9]+) messages \(1\.95 MiB\)`); n != 2000 {
+		t.Errorf("received %v messages, want 2000:\n%s", n, r)
+	}
+	if v := field(t, r, `(?m)^rate +([0-9.]+) msg/s`); v <= 0 {
+		t.Errorf("rate %v:\n%s", v, r)
+	}
+	if v := field(t, r, `(?m)^rate +[0-9.]+ msg/s, ([0-9.]+) Gbit/s`); v <= 0 {
+		t.Errorf("Gbit/s %v:\n%s", v, r)
+	}
+	med := field(t, r, `(?m)^latency +median ([0-9.]+) µs`)
+	p99 := field(t, r, `(?m)^latency +median [0-9.]+ µs, p99 ([0-9.]+) µs \(one-way, 2000 messages; one host, one clock\)`)
+	if med <= 0 || p99 < med {
+		t.Errorf("latency median %v, p99 %v:\n%s", med, p99, r)
+	}
+	if !strings.Contains(r, "ended     the sender ended the stream") {
+		t.Errorf("recv did not see the end of the stream:\n%s", r)
+	}
+	if !strings.Contains(recv.stderr.String(), "sender 127.0.0.1:") {
+		t.Errorf("recv stderr:\n%s", recv.stderr)
+	}
+
+	s := send.stdout.String()
+	if n := field(t, s, `(?m)^sent +([0-9]+) messages of 1024 B`); n != 2000 {
+		t.Errorf("sent %v messages, want 2000:\n%s", n, s)
+	}
+	if v := field(t, s, `(?m)^rate +([0-9.]+) msg/s`); v <= 0 {
+		t.Errorf("rate %v:\n%s", v, s)
+	}
+	if !strings.Contains(s, "count reached; the receiver confirmed the end of the stream") {
+		t.Errorf("send summary:\n%s", s)
+	}
+	if !strings.HasPrefix(send.stderr.String(), "connected to 127.0.0.1:") {
+		t.Errorf("send stderr:\n%s", send.stderr)
+	}
+}
+
+// The receiver stops first: it asks the sender to stop, and both end in
+// order with the receiver's count exact.
+func TestSendRecvJSON(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0", "-count", "300", "-json")
+	send := start("send", "-to", recv.addr(t), "-size", "64KiB", "-json")
+	send.mustExit(t, exitOK)
+	recv.mustExit(t, exitOK)
+
+	var r recvResult
+	decode(t, recv.stdout.String(), &r)
+	if r.Messages != 300 || r.Bytes != 300<<16 || r.Seconds <= 0 || r.MessagesPerSecond <= 0 || r.GbitPerSecond <= 0 {
+		t.Errorf("recv %+v: want 300 messages of 64 KiB and positive rates", r)
+	}
+	if r.Ended != "count reached" || r.Provider != "tcp" || r.Local == "" || r.Remote == "" {
+		t.Errorf("recv %+v", r)
+	}
+	if l := r.Latency; l == nil || l.Samples != 300 || l.MinMicros <= 0 || l.MedianMicros < l.MinMicros || l.P99Micros < l.MedianMicros || l.MaxMicros < l.P99Micros {
+		t.Errorf("latency %+v: want 300 ordered positive samples", l)
+	}
+	var s sendResult
+	decode(t, send.stdout.String(), &s)
+	if s.Messages < 300 || s.Bytes != s.Messages<<16 || !s.Timestamped || !s.Confirmed || s.Ended != "the receiver asked to stop" {
+		t.Errorf("send %+v: want at least 300 messages, confirmed, stopped by the receiver", s)
+	}
+	if s.Local != r.Remote || s.Remote != r.Local {
+		t.Errorf("send %s -> %s, recv %s <- %s", s.Local, s.Remote, r.Local, r.Remote)
+	}
+}
+
+// Messages under 16 bytes carry no send time; -duration ends the receiver.
+func TestSendRecvSmallDuration(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0", "-duration", "300ms", "-json")
+	send := start("send", "-to", recv.addr(t), "-size", "8", "-json")
+	send.mustExit(t, exitOK)
+	recv.mustExit(t, exitOK)
+	var r recvResult
+	decode(t, recv.stdout.String(), &r)
+	var s sendResult
+	decode(t, send.stdout.String(), &s)
+	if r.Messages <= 0 || r.Bytes != 8*r.Messages || r.Latency != nil || r.Ended != "duration reached" {
+		t.Errorf("recv %+v: want messages of 8 bytes without latency, ended by -duration", r)
+	}
+	if s.Messages < r.Messages || s.Timestamped || !s.Confirmed {
+		t.Errorf("send %+v, recv %d messages", s, r.Messages)
+	}
+}
+
+// Any netio program may send to recv: it stops at io.EOF.
+func TestRecvPlainSender(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0", "-json")
+	c, err := netio.Dial("", recv.addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if _, err := c.Write([]byte("not a timestamp, just text")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	recv.mustExit(t, exitOK)
+	var r recvResult
+	decode(t, recv.stdout.String(), &r)
+	if r.Messages != 100 || r.Latency != nil || r.Ended != "the sender closed the connection" {
+		t.Errorf("recv %+v: want 100 messages without latency, ended by the close", r)
+	}
+}
+
+func TestSendUnreachable(t *testing.T) {
+	addr := closedPort(t)
+	send := start("send", "-to", addr, "-count", "10")
+	send.mustExit(t, exitError)
+	if e := send.stderr.String(); e != "netio: send: dial tcp "+addr+": connection refused\n" {
+		t.Errorf("stderr %q: want one line saying the connection was refused", e)
+	}
+	if send.stdout.String() != "" {
+		t.Errorf("stdout %q", send.stdout)
+	}
+}
