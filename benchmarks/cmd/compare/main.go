@@ -13,6 +13,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,8 +55,21 @@ func parentMain(args []string) int {
 	warmup := fs.Duration("warmup", 0, "uncounted warm-up per run (default 300ms, quick 200ms)")
 	measure := fs.Duration("measure", 0, "measured time per run (default 1s, quick 500ms)")
 	out := fs.String("out", "", "directory for compare.md, .svg and .json (default results, quick results/quick)")
+	from := fs.String("from", "", "measure nothing: render compare.md and .svg again from this compare.json (into -out, default its directory)")
+	png := fs.Bool("png", false, "also write compare.png")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *from != "" {
+		dir := *out
+		if dir == "" {
+			dir = filepath.Dir(*from)
+		}
+		if err := rerender(*from, dir, *png); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			return 1
+		}
+		return 0
 	}
 	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes,
 		repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
@@ -112,7 +126,7 @@ func parentMain(args []string) int {
 	}
 	rep := execute(&runner{exe: exe, warmup: p.warmup, measure: p.measure}, p, cmd, os.Stdout)
 	if p.out != "" {
-		if err := rep.write(p.out); err != nil {
+		if err := rep.write(p.out, *png); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			return 1
 		}
@@ -135,7 +149,7 @@ func modeNames(ms []*mode) string {
 }
 
 // execute runs the plan, printing one line per point to progress.
-func execute(r *runner, p plan, command string, progress *os.File) *report {
+func execute(r *runner, p plan, command string, progress io.Writer) *report {
 	start := time.Now()
 	rep := &report{Date: start, Machine: describeMachine(), Command: command,
 		Warmup: p.warmup, Measure: p.measure, Repeat: p.repeat, Sizes: p.sizes}
@@ -183,7 +197,19 @@ func execute(r *runner, p plan, command string, progress *os.File) *report {
 	return rep
 }
 
-func (rep *report) write(dir string) error {
+func rerender(from, dir string, png bool) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	rep := new(report)
+	if err := json.Unmarshal(b, rep); err != nil {
+		return err
+	}
+	return rep.write(dir, png)
+}
+
+func (rep *report) write(dir string, png bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -197,10 +223,15 @@ func (rep *report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "compare.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	if len(rep.Stream) > 0 {
-		return rep.SavePlot(filepath.Join(dir, "compare.svg"))
+	if len(rep.Stream) == 0 {
+		return nil
 	}
-	return nil
+	if png {
+		if err := rep.SavePlot(filepath.Join(dir, "compare.png")); err != nil {
+			return err
+		}
+	}
+	return rep.SavePlot(filepath.Join(dir, "compare.svg"))
 }
 
 func describeMachine() machine {

@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // spreadXYs are medians with their min-max, for lines and error bars.
@@ -24,12 +30,15 @@ func (s *spreadXYs) YError(i int) (float64, float64) {
 
 // Plot draws payload throughput against message size, log-log, one line
 // per system (the shape of the NetIO paper's figure 6), with min-max bars.
-func (r *report) Plot() (*plot.Plot, error) {
+// The legend entries come back separately, to go under the axes where
+// they cover no data.
+func (r *report) Plot() (*plot.Plot, []legendEntry, error) {
+	var legend []legendEntry
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("One-way throughput on loopback, sender and receiver in separate processes (%s)", r.Date.Format("2006-01-02"))
+	p.Title.Text = fmt.Sprintf("One-way throughput against message size, loopback, sender and receiver in separate processes (%s)", r.Date.Format("2006-01-02"))
 	p.Title.TextStyle.Font.Size = vg.Points(13)
-	p.X.Label.Text = "message size (payload bytes)"
-	p.Y.Label.Text = "throughput (payload Gbit/s, log scale)"
+	p.X.Label.Text = "message size (payload bytes), log scale"
+	p.Y.Label.Text = "payload Gbit/s"
 	p.X.Label.TextStyle.Font.Size = vg.Points(12)
 	p.Y.Label.TextStyle.Font.Size = vg.Points(12)
 	p.X.Tick.Label.Font.Size = vg.Points(11)
@@ -68,7 +77,7 @@ func (r *report) Plot() (*plot.Plot, error) {
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c := lineColor(i)
 		line.Color = c
@@ -82,23 +91,24 @@ func (r *report) Plot() (*plot.Plot, error) {
 		points.Radius = vg.Points(3.5)
 		bars, err := plotter.NewYErrorBars(xys)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		bars.Color = c
 		bars.Width = vg.Points(1)
 		p.Add(line, points, bars)
-		p.Legend.Add(m.label, line, points)
+		legend = append(legend, legendEntry{m.label, []plot.Thumbnailer{line, points}})
 	}
 	if !math.IsInf(lo, 0) {
 		p.Y.Min, p.Y.Max = lo/2, hi*2.5
 		p.Y.Tick.Marker = decadeTicks{}
 	}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(-8)
-	p.Legend.TextStyle.Font.Size = vg.Points(11)
-	p.Legend.ThumbnailWidth = vg.Points(36)
-	return p, nil
+	return p, legend, nil
+}
+
+type legendEntry struct {
+	label  string
+	thumbs []plot.Thumbnailer
 }
 
 // lineColor is a palette readable on white and by most colour-blind
@@ -127,7 +137,7 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 			if v < min || v > max {
 				continue
 			}
-			ts = append(ts, plot.Tick{Value: v, Label: trimG(v)})
+			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
 		}
 		for m := 3.0; m < 10; m++ {
 			if v := m * math.Pow(10, e); v >= min && v <= max && m != 5 {
@@ -138,12 +148,60 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// SavePlot writes the figure; the extension picks the format (svg, png).
+// SavePlot writes the figure; the extension picks the format (.svg or .png).
 func (r *report) SavePlot(path string) error {
-	p, err := r.Plot()
+	p, entries, err := r.Plot()
 	if err != nil {
 		return err
 	}
-	return p.Save(11*vg.Inch, 7*vg.Inch, path)
-}
+	const perColumn = 3
+	rows := (len(entries) + 1) / 2
+	rows = max(rows, perColumn)
+	w, h := 11*vg.Inch, 7.5*vg.Inch
+	legendH := vg.Points(float64(rows)*19 + 8)
 
+	var canvas vg.CanvasWriterTo
+	switch filepath.Ext(path) {
+	case ".svg":
+		canvas = vgsvg.New(w, h)
+	case ".png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))}
+	default:
+		return fmt.Errorf("plot: unknown format %q", path)
+	}
+	dc := draw.New(canvas)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	area := dc
+	area.Min.Y += legendH
+	area.Max.X -= vg.Points(14)
+	area.Max.Y -= vg.Points(8)
+	p.Draw(area)
+
+	// Two columns of legend entries under the x axis label.
+	half := rows
+	for col := 0; col*half < len(entries); col++ {
+		l := plot.NewLegend()
+		l.Top, l.Left = true, true
+		l.TextStyle.Font.Size = vg.Points(11)
+		l.ThumbnailWidth = vg.Points(40)
+		l.Padding = vg.Points(5)
+		for _, e := range entries[col*half : min(len(entries), (col+1)*half)] {
+			l.Add(e.label, e.thumbs...)
+		}
+		c := dc
+		c.Max.Y = dc.Min.Y + legendH - vg.Points(6)
+		c.Min.X = dc.Min.X + vg.Points(60) + vg.Length(col)*(dc.Max.X-dc.Min.X)/2
+		c.Max.X = c.Min.X + (dc.Max.X-dc.Min.X)/2 - vg.Points(60)
+		l.Draw(c)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := canvas.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

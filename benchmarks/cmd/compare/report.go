@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -169,7 +170,16 @@ func ratio(netio, peer summary) string {
 	if netio.N == 0 || peer.N == 0 || peer.Median == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2fx", netio.Median/peer.Median)
+	return fmtRatio(netio.Median / peer.Median)
+}
+
+// fmtRatio writes a ratio with at least two significant digits: 1.06x,
+// 0.69x, 0.0014x.
+func fmtRatio(v float64) string {
+	if v >= 0.1 {
+		return fmt.Sprintf("%.2fx", v)
+	}
+	return strconv.FormatFloat(v, 'g', 2, 64) + "x"
 }
 
 // Markdown renders the report.
@@ -181,8 +191,8 @@ func (r *report) Markdown() string {
 	w("- machine: %s CPUs (`nproc`), %s, Linux %s; GOMAXPROCS %d\n", r.Machine.NProc, r.Machine.CPU, r.Machine.Kernel, r.Machine.GOMAXPROCS)
 	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
 	w("- command: `%s` (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
-	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %d times, cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
-		r.Measure, r.Warmup, r.Repeat)
+	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s, cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
+		r.Measure, r.Warmup, times(r.Repeat))
 
 	sm := modesIn(streamModes, r.Stream)
 	if len(sm) > 0 {
@@ -251,7 +261,7 @@ func (r *report) Markdown() string {
 				med, p99 := p.latency()
 				rel := "-"
 				if netioMed.N > 0 && med.N > 0 {
-					rel = fmt.Sprintf("%.2fx", netioMed.Median/med.Median)
+					rel = fmtRatio(netioMed.Median / med.Median)
 				}
 				w("| %s | %s | %s | %s | %s |\n", m.label, cell(med, fmtNum), cell(p99, fmtNum), cell(p.rate(), fmtRate), rel)
 			}
@@ -269,6 +279,13 @@ func (r *report) Markdown() string {
 	}
 	w("\n## How each row is measured\n\n%s", methodNotes)
 	return b.String()
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func oneLine(s string) string {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run makes a Result with the given message rate over one second.
+func run(size int, rate float64) *Result {
+	return &Result{Size: size, Messages: int64(rate), Seconds: 1}
+}
+
+func testReport() *report {
+	return &report{
+		Date:    time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		Machine: machine{NProc: "2", CPU: "Test CPU", Kernel: "6.1", Libfabric: "1.17.0", Go: "go1.26", ZeroMQ: "4.3.4", GOMAXPROCS: 2},
+		Command: "go run ./cmd/compare", Warmup: 300 * time.Millisecond, Measure: time.Second, Repeat: 3,
+		Sizes: []int{64, 1 << 20},
+		Stream: []*point{
+			{Mode: "netio", Size: 64, Runs: []*Result{run(64, 117e3), run(64, 112e3), run(64, 120e3)}},
+			{Mode: "zmq-push", Size: 64, Runs: []*Result{run(64, 1.2e6), run(64, 1.25e6), run(64, 1.3e6)}},
+			{Mode: "netio", Size: 1 << 20, Runs: []*Result{run(1<<20, 2000), run(1<<20, 2100)}, Errors: []string{"receiver: boom\nline two"}},
+			{Mode: "zmq-push", Size: 1 << 20, Errors: []string{"server exited: nope"}},
+		},
+		Latency: []*point{
+			{Mode: "rtt-netio", Size: 64, Runs: []*Result{
+				{Size: 64, Messages: 25000, Seconds: 1, MedianNs: 40000, P99Ns: 90000},
+				{Size: 64, Messages: 20000, Seconds: 1, MedianNs: 50000, P99Ns: 120000},
+				{Size: 64, Messages: 22000, Seconds: 1, MedianNs: 44000, P99Ns: 100000}}},
+			{Mode: "rtt-tcp", Size: 64, Runs: []*Result{{Size: 64, Messages: 50000, Seconds: 1, MedianNs: 20000, P99Ns: 60000}}},
+		},
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	md := testReport().Markdown()
+	for _, want := range []string{
+		"- date: 2026-11-22 10:00 UTC",
+		"2 CPUs (`nproc`), Test CPU, Linux 6.1",
+		"libfabric 1.17.0",
+		"| system | 64 B (msg/s) | 1 MiB (Gbit/s) |",
+		"| netio LL (Write / ReadMessage) | 117k (112k-120k) | 17.2 (16.8-17.6) |",
+		"| ZeroMQ PUSH/PULL (Go) | 1.25M (1.20M-1.30M) | failed |",
+		"| netio / | 64 B | 1 MiB |",
+		"| ZeroMQ PUSH/PULL (Go) | 0.094x | - |",
+		"| netio (Write / ReadMessage both sides) | 44.0 (40.0-50.0) | 100 (90.0-120) | 22.0k (20.0k-25.0k) | 1.00x |",
+		"| Go net.TCPConn, blocking | 20.0 | 60.0 | 50.0k | 2.20x |",
+		"- netio 1 MiB: receiver: boom line two",
+		"- zmq-push 1 MiB: server exited: nope",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// Every table row has as many cells as its header.
+	var cols int
+	for _, l := range strings.Split(md, "\n") {
+		if !strings.HasPrefix(l, "|") {
+			cols = 0
+			continue
+		}
+		n := strings.Count(l, "|")
+		if cols == 0 {
+			cols = n
+		} else if n != cols {
+			t.Errorf("row %q has %d bars, header %d", l, n, cols)
+		}
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for v, want := range map[float64]string{8: "8.00", 117400: "117k", 1234567: "1.23M", 21.4e6: "21.4M", 999: "999", 0.063: "0.063"} {
+		if got := fmtRate(v); got != want && !(v < 1000 && got == fmtNum(v)) {
+			t.Errorf("fmtRate(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]string{19.23: "19.2", 0.0635: "0.0635", 123.4: "123", 2.5: "2.50"} {
+		if got := fmtNum(v); got != want && !(v < 0.1 && strings.HasPrefix(got, "0.06")) {
+			t.Errorf("fmtNum(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]string{0.6912: "0.69x", 1.06: "1.06x", 0.00137: "0.0014x"} {
+		if got := fmtRatio(v); got != want {
+			t.Errorf("fmtRatio(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for n, want := range map[int]string{8: "8 B", 1024: "1 KiB", 65536: "64 KiB", 1 << 20: "1 MiB", 1000: "1000 B"} {
+		if got := sizeLabel(n); got != want {
+			t.Errorf("sizeLabel(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := cell(summary{Median: 2, Min: 1, Max: 3, N: 3}, fmtNum); got != "2.00 (1.00-3.00)" {
+		t.Errorf("cell = %q", got)
+	}
+	if got := cell(summary{N: 0}, fmtNum); got != "failed" {
+		t.Errorf("empty cell = %q", got)
+	}
+}
+
+func TestWriteAndRerender(t *testing.T) {
+	dir := t.TempDir()
+	rep := testReport()
+	if err := rep.write(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "compare.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("2026-11-22")) {
+		t.Error("compare.svg is not an SVG with the date in its title")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "compare.png")); err != nil || fi.Size() == 0 {
+		t.Errorf("compare.png: %v", err)
+	}
+	md1, _ := os.ReadFile(filepath.Join(dir, "compare.md"))
+	out := t.TempDir()
+	if err := rerender(filepath.Join(dir, "compare.json"), out, false); err != nil {
+		t.Fatal(err)
+	}
+	md2, _ := os.ReadFile(filepath.Join(out, "compare.md"))
+	if !bytes.Equal(md1, md2) {
+		t.Error("markdown rendered again from compare.json differs")
+	}
+}
