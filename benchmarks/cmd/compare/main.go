@@ -120,10 +120,11 @@ func parentMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		return 1
 	}
-	cmd := "go run ./cmd/compare"
+	cmd := "make compare` (= `cd benchmarks && go run ./cmd/compare`)"
 	if len(args) > 0 {
-		cmd += " " + strings.Join(args, " ")
+		cmd = "cd benchmarks && go run ./cmd/compare " + strings.Join(args, " ") + "`"
 	}
+	cmd = "`" + cmd
 	rep := execute(&runner{exe: exe, warmup: p.warmup, measure: p.measure}, p, cmd, os.Stdout)
 	if p.out != "" {
 		if err := rep.write(p.out, *png); err != nil {

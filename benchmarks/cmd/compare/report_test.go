@@ -18,7 +18,7 @@ func testReport() *report {
 	return &report{
 		Date:    time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
 		Machine: machine{NProc: "2", CPU: "Test CPU", Kernel: "6.1", Libfabric: "1.17.0", Go: "go1.26", ZeroMQ: "4.3.4", GOMAXPROCS: 2},
-		Command: "go run ./cmd/compare", Warmup: 300 * time.Millisecond, Measure: time.Second, Repeat: 3,
+		Command: "`go run ./cmd/compare`", Warmup: 300 * time.Millisecond, Measure: time.Second, Repeat: 3,
 		Sizes: []int{64, 1 << 20},
 		Stream: []*point{
 			{Mode: "netio", Size: 64, Runs: []*Result{run(64, 117e3), run(64, 112e3), run(64, 120e3)}},
