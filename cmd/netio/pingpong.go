@@ -219,11 +219,11 @@ func printPing(w io.Writer, r *pingResult) {
 	fmt.Fprintf(w, "netio ping: provider %s, %s -> %s, %s messages\n\n", r.Provider, r.Local, r.Remote, sizeString(r.MessageSize))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "round trips\t%d in %.3f s (%s)\n", r.Pings, r.Seconds, r.Ended)
-	fmt.Fprintf(tw, "µs\tmin %.1f, median %.1f, p90 %.1f, p99 %.1f, max %.1f\n",
+	fmt.Fprintf(tw, "rtt (µs)\tmin %.1f, median %.1f, p90 %.1f, p99 %.1f, max %.1f\n",
 		r.MinMicros, r.MedianMicros, r.P90Micros, r.P99Micros, r.MaxMicros)
 	tw.Flush()
 	fmt.Fprintln(w)
-	printHist(w, r.Histogram, 40)
+	printHist(w, "round trip (µs)", r.Histogram, 40)
 }
 
 const pongUsage = `usage: netio pong -listen host:port [flags]

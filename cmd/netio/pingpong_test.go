@@ -16,7 +16,7 @@ func TestPingPong(t *testing.T) {
 	if n := field(t, out, `(?m)^round trips +([0-9]+) in [0-9.]+ s \(count reached\)`); n != 2000 {
 		t.Errorf("%v round trips, want 2000:\n%s", n, out)
 	}
-	m := regexp.MustCompile(`(?m)^µs +min ([0-9.]+), median ([0-9.]+), p90 ([0-9.]+), p99 ([0-9.]+), max ([0-9.]+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^rtt \(µs\) +min ([0-9.]+), median ([0-9.]+), p90 ([0-9.]+), p99 ([0-9.]+), max ([0-9.]+)$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no percentiles in:\n%s", out)
 	}
@@ -29,8 +29,8 @@ func TestPingPong(t *testing.T) {
 		prev = v
 	}
 	// The histogram's counts add up to the round trips.
-	rows := regexp.MustCompile(`(?m)^ +([0-9]+) - ([0-9]+) +µs +([0-9]+)  (#*)$`).FindAllStringSubmatch(out, -1)
-	if len(rows) == 0 {
+	rows := regexp.MustCompile(`(?m)^ +([0-9]+) - ([0-9]+) +([0-9]+)  (#*)$`).FindAllStringSubmatch(out, -1)
+	if len(rows) == 0 || !strings.Contains(out, "\n  round trip (µs)        count\n") {
 		t.Fatalf("no histogram in:\n%s", out)
 	}
 	total := 0.0
