@@ -69,7 +69,7 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "the pong's address, host:port (required)")
 	provider := providerFlag(fs)
 	size := byteSize(64)
-	fs.Var(&size, "size", "bytes per ping, e.g. 64, 4KiB, 1MiB")
+	fs.Var(&size, "size", "`bytes` per ping, e.g. 64, 4KiB, 1MiB")
 	var lim limits
 	lim.register(fs, "stop after this many round trips (0: no limit)", "stop after this long (0: no limit; 10s when -count is not given either)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON instead of a table")

@@ -99,7 +99,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "the receiver's address, host:port (required)")
 	provider := providerFlag(fs)
 	size := byteSize(1024)
-	fs.Var(&size, "size", "bytes per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
+	fs.Var(&size, "size", "`bytes` per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: no limit)", "stop after this long (0: no limit; 10s when -count is not given either)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON instead of a table")
@@ -153,7 +153,6 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
 	fmt.Fprintf(cfg.info, "connected to %s from %s (provider %s)\n", c.RemoteAddr(), c.LocalAddr(), c.RemoteAddr().Network())
 	res := &sendResult{
 		Provider:    c.RemoteAddr().Network(),
@@ -284,10 +283,10 @@ when the sender ends the stream or closes, after -count messages, after
 Messages from 'netio send' of 16 bytes or more carry their send time: the
 summary gives the one-way latency from the sender's clock at Write to the
 receiver's clock at ReadMessage. On one host that is one clock; across
-hosts it is only as good as the synchronization of their clocks (NTP is
-good to milliseconds at best, PTP to microseconds). Under full load it
+hosts it is only as good as the synchronization of their clocks: their
+offset adds to (or subtracts from) every sample. Under full load it
 includes the time messages queue for netio's window; 'netio ping' measures
-round trips without a clock to trust.
+round trips, which need no clock but the sender's.
 `
 
 // recvResult is what netio recv prints; -json prints it as it is.
