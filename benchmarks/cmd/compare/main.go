@@ -156,19 +156,9 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		Warmup: p.warmup, Measure: p.measure, Repeat: p.repeat, Sizes: p.sizes}
 	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes)
 	done := 0
-	measure := func(m *mode, size int) *point {
-		pt := &point{Mode: m.name, Size: size}
-		t := time.Now()
-		for i := 0; i < p.repeat; i++ {
-			res, err := r.run(m, size)
-			if err != nil {
-				pt.Errors = append(pt.Errors, err.Error())
-				continue
-			}
-			pt.Runs = append(pt.Runs, res)
-		}
+	report := func(m *mode, pt *point, took time.Duration) {
 		done++
-		line := fmt.Sprintf("[%2d/%d] %-20s %7s  ", done, total, m.name, sizeLabel(size))
+		line := fmt.Sprintf("[%2d/%d] %-20s %7s  ", done, total, m.name, sizeLabel(pt.Size))
 		switch {
 		case len(pt.Runs) == 0:
 			line += "FAILED: " + oneLine(pt.Errors[0])
@@ -181,18 +171,39 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		if len(pt.Runs) > 0 && len(pt.Errors) > 0 {
 			line += fmt.Sprintf("  (%d runs failed: %s)", len(pt.Errors), oneLine(pt.Errors[0]))
 		}
-		fmt.Fprintf(progress, "%s  [%.1fs]\n", line, time.Since(t).Seconds())
-		return pt
+		fmt.Fprintf(progress, "%s  [%.1fs]\n", line, took.Seconds())
 	}
-	// Size by size, every system in turn, so that drift on a shared
-	// machine touches all systems alike.
-	for _, size := range p.sizes {
-		for _, m := range p.streamModes {
-			rep.Stream = append(rep.Stream, measure(m, size))
+	// measure runs a group of points (one size, every system) repeat times,
+	// the systems taking turns, so that a slow spell of a shared machine is
+	// spread over all of them instead of falling on one point's every run.
+	measure := func(ms []*mode, size int) []*point {
+		pts := make([]*point, len(ms))
+		took := make([]time.Duration, len(ms))
+		for i, m := range ms {
+			pts[i] = &point{Mode: m.name, Size: size}
 		}
+		for range p.repeat {
+			for i, m := range ms {
+				t := time.Now()
+				res, err := r.run(m, size)
+				took[i] += time.Since(t)
+				if err != nil {
+					pts[i].Errors = append(pts[i].Errors, err.Error())
+					continue
+				}
+				pts[i].Runs = append(pts[i].Runs, res)
+			}
+		}
+		for i, m := range ms {
+			report(m, pts[i], took[i])
+		}
+		return pts
 	}
-	for _, m := range p.latencyModes {
-		rep.Latency = append(rep.Latency, measure(m, 64))
+	for _, size := range p.sizes {
+		rep.Stream = append(rep.Stream, measure(p.streamModes, size)...)
+	}
+	if len(p.latencyModes) > 0 {
+		rep.Latency = measure(p.latencyModes, 64)
 	}
 	rep.Elapsed = time.Since(start)
 	return rep

@@ -35,7 +35,7 @@ func (s *spreadXYs) YError(i int) (float64, float64) {
 func (r *report) Plot() (*plot.Plot, []legendEntry, error) {
 	var legend []legendEntry
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("One-way throughput against message size, loopback, sender and receiver in separate processes (%s)", r.Date.Format("2006-01-02"))
+	p.Title.Text = fmt.Sprintf("One-way throughput against message size (log-log), loopback, sender and receiver in separate processes, %s", r.Date.Format("2006-01-02"))
 	p.Title.TextStyle.Font.Size = vg.Points(13)
 	p.X.Label.Text = "message size (payload bytes), log scale"
 	p.Y.Label.Text = "payload Gbit/s"

@@ -191,7 +191,7 @@ func (r *report) Markdown() string {
 	w("- machine: %s CPUs (`nproc`), %s, Linux %s; GOMAXPROCS %d\n", r.Machine.NProc, r.Machine.CPU, r.Machine.Kernel, r.Machine.GOMAXPROCS)
 	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
 	w("- command: %s (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
-	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s, cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
+	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s (all systems of one size taking turns, so that a slow spell of this shared machine does not fall on one point alone), cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
 		r.Measure, r.Warmup, times(r.Repeat))
 
 	sm := modesIn(streamModes, r.Stream)
