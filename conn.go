@@ -70,6 +70,7 @@ type Conn struct {
 
 	scheduled atomic.Bool // a kick is queued on the reactor
 	closing   chan struct{}
+	released  chan struct{} // closed when the reactor has torn everything down
 	closeOnce sync.Once
 	dead      chan struct{} // closed by the reactor when the connection ended
 	deadErr   error         // why; written before dead is closed
@@ -169,6 +170,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 		cfg:       cfg,
 		network:   network,
 		closing:   make(chan struct{}),
+		released:  make(chan struct{}),
 		dead:      make(chan struct{}),
 		connected: make(chan error, 1),
 		cur:       -1,
@@ -1158,8 +1160,10 @@ func (c *Conn) opError(op string, err error) error {
 }
 
 // Close closes the connection. Blocked Read and Write calls return
-// net.ErrClosed. Messages already written keep going out for up to
-// Config.Linger, then the peer sees the end of the stream (io.EOF).
+// net.ErrClosed. Close returns once every message already written has been
+// handed to the fabric and the peer told that the stream ends (it reads
+// io.EOF after the data), or after Config.Linger if the peer does not take
+// them.
 func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
@@ -1177,9 +1181,19 @@ func (c *Conn) Close() error {
 	c.wmu.Lock()
 	c.wmu.Unlock()
 	c.rmu.Unlock()
-	if c.eng.r.SubmitFunc(c.startClose) != nil {
-		// The reactor is gone (it only stops when nothing uses it).
+	if c.eng.r.SubmitFunc(c.startClose) != nil || c.eng.r.OnReactor() {
+		// The reactor is gone (it only stops when nothing uses it), or
+		// this is OnMessage, which must not wait for the reactor.
 		return nil
+	}
+	// What was written is sent before Close returns, as a program may exit
+	// right after: messages still in netio's buffers would die with it
+	// (data in a kernel socket buffer would not). Bounded by Linger.
+	t := time.NewTimer(c.cfg.Linger + time.Second)
+	defer t.Stop()
+	select {
+	case <-c.released:
+	case <-t.C:
 	}
 	return nil
 }
@@ -1238,6 +1252,7 @@ func (c *Conn) finishClose() {
 		close(c.dead)
 	}
 	c.releaseResources()
+	close(c.released)
 	c.eng.release()
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/nettest"
 
@@ -17,8 +18,12 @@ import (
 // TestNetConn runs the x/net conformance suite for net.Conn over a netio
 // connection pair on the tcp provider.
 func TestNetConn(t *testing.T) {
+	// The suite closes one end while the other is not reading; netio's
+	// Close waits up to Linger to deliver what was written, so a short one
+	// keeps the suite fast.
+	linger := netio.WithLinger(100 * time.Millisecond)
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		ln, err := netio.Listen("tcp", "127.0.0.1:0")
+		ln, err := netio.Listen("tcp", "127.0.0.1:0", linger)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -28,7 +33,7 @@ func TestNetConn(t *testing.T) {
 			c, _ := ln.Accept()
 			done <- c
 		}()
-		c1, err = netio.Dial("tcp", ln.Addr().String())
+		c1, err = netio.Dial("tcp", ln.Addr().String(), linger)
 		if err != nil {
 			return nil, nil, nil, err
 		}

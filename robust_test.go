@@ -982,12 +982,48 @@ func TestCloseUnblocks(t *testing.T) {
 	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Write after Close: %v; want net.ErrClosed", err)
 	}
-	// The peer, which never read, sees the end of the connection once it
-	// drains what arrived.
+	// The peer read nothing for the whole Linger, so what c could not send
+	// is lost: after what did arrive, the peer sees a reset, not a clean end.
 	s.SetReadDeadline(time.Now().Add(3 * time.Second))
 	_, err := io.Copy(io.Discard, s)
-	if err != nil {
-		t.Errorf("peer reading to the end after Close: %v; want io.EOF (a nil error from io.Copy)", err)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("peer reading after Close gave up lingering: %v; want ECONNRESET", err)
+	}
+}
+
+// TestCloseDelivers: a program that writes, closes and exits loses nothing.
+// Close returns only once the slow peer has taken every message.
+func TestCloseDelivers(t *testing.T) {
+	c, s := pair(t, netio.WithWindow(4), netio.WithBufferSize(4096))
+	const n = 200
+	written := make(chan error, 1)
+	go func() {
+		msg := make([]byte, 1000)
+		for i := 0; i < n; i++ {
+			if _, err := c.Write(msg); err != nil {
+				written <- err
+				return
+			}
+		}
+		written <- c.Close()
+	}()
+	time.Sleep(50 * time.Millisecond) // the writer is blocked on the window now
+	got, buf := 0, make([]byte, 1000)
+	for {
+		_, err := s.ReadMessage(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d messages: %v", got, err)
+		}
+		got++
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("write or Close: %v", err)
+	}
+	if got != n {
+		t.Fatalf("peer got %d of %d messages before io.EOF", got, n)
 	}
 }
 
