@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+func init() {
+	testModes = append(testModes, &mode{name: "test-dying-sender", timedBy: "server",
+		server: tcpReceiver(false),
+		client: func(*childArgs) (*Result, error) { return nil, errors.New("deliberate failure") }})
+}
 
 // The test binary doubles as the child processes, as the compare binary does.
 func TestMain(m *testing.M) {
@@ -94,5 +101,17 @@ func TestFailedRunReportsStderr(t *testing.T) {
 	_, err := r.run(&mode{name: "no-such-mode", timedBy: "server"}, 64)
 	if err == nil || !strings.Contains(err.Error(), "unknown mode") {
 		t.Errorf("err = %v, want the child's complaint about its mode", err)
+	}
+}
+
+func TestDyingSenderReported(t *testing.T) {
+	r := testRunner(t)
+	start := time.Now()
+	_, err := r.run(findMode("test-dying-sender"), 64)
+	if err == nil || !strings.Contains(err.Error(), "deliberate failure") || !strings.Contains(err.Error(), "client exited") {
+		t.Errorf("err = %v, want the client's exit with its stderr", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("took %v to notice", el)
 	}
 }

@@ -206,6 +206,7 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		rep.Latency = measure(p.latencyModes, 64)
 	}
 	rep.Elapsed = time.Since(start)
+	rep.Machine.LoadAfter = loadAverage()
 	return rep
 }
 
@@ -271,7 +272,20 @@ func describeMachine() machine {
 			}
 		}
 	}
+	m.LoadBefore = loadAverage()
 	a, b, c := zmq.Version()
 	m.ZeroMQ = fmt.Sprintf("%d.%d.%d", a, b, c)
 	return m
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -43,8 +43,12 @@ var latencyModes = []*mode{
 	{name: "rtt-ofi", label: "bare libfabric (ofi/), busy poll", latency: true, timedBy: "client", server: ofiEcho, client: ofiPinger},
 }
 
+// testModes are extra modes the tests register (in the child too, since
+// the test binary is the child there).
+var testModes []*mode
+
 func findMode(name string) *mode {
-	for _, m := range append(append([]*mode(nil), streamModes...), latencyModes...) {
+	for _, m := range append(append(append([]*mode(nil), streamModes...), latencyModes...), testModes...) {
 		if m.name == name {
 			return m
 		}

@@ -52,6 +52,11 @@ type machine struct {
 	Go         string `json:"go"`
 	ZeroMQ     string `json:"zeromq"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
+	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute
+	// averages when the run started and ended: other work on the machine
+	// shows there.
+	LoadBefore string `json:"load_before,omitempty"`
+	LoadAfter  string `json:"load_after,omitempty"`
 }
 
 // report is one whole comparison.
@@ -189,6 +194,9 @@ func (r *report) Markdown() string {
 	w("# netio next to ZeroMQ, Go's net.TCPConn and bare libfabric\n\n")
 	w("- date: %s\n", r.Date.Format("2006-01-02 15:04 MST"))
 	w("- machine: %s CPUs (`nproc`), %s, Linux %s; GOMAXPROCS %d\n", r.Machine.NProc, r.Machine.CPU, r.Machine.Kernel, r.Machine.GOMAXPROCS)
+	if r.Machine.LoadBefore != "" {
+		w("- load average (1, 5, 15 min): %s at the start, %s at the end; the runs themselves keep about 2 busy\n", r.Machine.LoadBefore, r.Machine.LoadAfter)
+	}
 	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
 	w("- command: %s (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
 	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s (all systems of one size taking turns, so that a slow spell of this shared machine does not fall on one point alone), cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",

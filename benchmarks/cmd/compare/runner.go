@@ -22,12 +22,13 @@ type runner struct {
 // child is one running process of a run.
 type child struct {
 	cmd    *exec.Cmd
-	lines  chan string // its standard output, closed at EOF
+	lines  chan string   // its standard output, closed at EOF
+	done   chan struct{} // closed once it has exited and its stderr is in
 	stderr tailBuffer
 }
 
 func (r *runner) start(a childArgs) (*child, error) {
-	c := &child{lines: make(chan string, 16)}
+	c := &child{lines: make(chan string, 16), done: make(chan struct{})}
 	c.cmd = exec.Command(r.exe, a.flags()...)
 	c.cmd.Env = append(os.Environ(), childEnv+"=1")
 	c.cmd.Stderr = &c.stderr
@@ -45,6 +46,8 @@ func (r *runner) start(a childArgs) (*child, error) {
 		}
 		io.Copy(io.Discard, out)
 		close(c.lines)
+		c.cmd.Wait()
+		close(c.done)
 	}()
 	return c, nil
 }
@@ -54,19 +57,23 @@ func (c *child) stop() {
 	c.cmd.Process.Kill()
 	for range c.lines {
 	}
-	c.cmd.Wait()
+	<-c.done
 }
 
-// expect waits for a line starting with prefix from c, failing when c or
-// other ends first or when the timeout passes.
+// expect waits for a line starting with prefix from c, failing when c
+// ends first, when other ends and c has said nothing within a grace period
+// (the sender dies of the receiver's exit, sometimes before the parent has
+// read the receiver's last line), or when the timeout passes.
 func expect(c, other *child, prefix string, timeout time.Duration) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	otherLines := other.lineChan()
+	var grace <-chan time.Time
 	for {
 		select {
 		case l, ok := <-c.lines:
 			if !ok {
+				<-c.done
 				return "", fmt.Errorf("%s exited before %s: %s", c.name(), strings.TrimSpace(prefix), c.stderr.String())
 			}
 			if rest, found := strings.CutPrefix(l, prefix); found {
@@ -74,8 +81,11 @@ func expect(c, other *child, prefix string, timeout time.Duration) (string, erro
 			}
 		case _, ok := <-otherLines:
 			if !ok {
-				return "", fmt.Errorf("%s exited: %s", other.name(), other.stderr.String())
+				otherLines, grace = nil, time.After(3*time.Second)
 			}
+		case <-grace:
+			<-other.done
+			return "", fmt.Errorf("%s exited: %s", other.name(), other.stderr.String())
 		case <-t.C:
 			return "", fmt.Errorf("no %s from %s in %v", strings.TrimSpace(prefix), c.name(), timeout)
 		}
