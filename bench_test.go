@@ -38,6 +38,12 @@ func BenchmarkRoundTrip64(b *testing.B) {
 		go echoMessages(s)
 		pingPong(b, c, c.ReadMessage)
 	})
+	b.Run("netio-poll", func(b *testing.B) {
+		// Waiting goroutines poll before parking (the default only with 4+ CPUs).
+		c, s := pair(b, netio.WithPollFor(50*time.Microsecond))
+		go echoMessages(s)
+		pingPong(b, c, c.ReadMessage)
+	})
 	b.Run("netio-onmessage", func(b *testing.B) {
 		// The server answers from the reactor, NetIO's low-latency receive socket.
 		ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithOnMessage(func(c *netio.Conn, msg []byte) { c.Write(msg) }))

@@ -56,8 +56,12 @@ const (
 	// already written before it gives up.
 	DefaultLinger = 5 * time.Second
 	// DefaultPollFor is how long a waiting Read or Write polls before it
-	// parks (Config.PollFor).
+	// parks (Config.PollFor), on machines with 4 or more CPUs.
 	DefaultPollFor = 50 * time.Microsecond
+	// DefaultSpin is how long the reactor polls after activity before it
+	// sleeps (yielding the CPU on every round); $NETIO_SPIN overrides it
+	// (a Go duration; 0 never polls).
+	DefaultSpin = 100 * time.Microsecond
 	// DefaultBacklog is how many established connections a Listener queues
 	// before Accept takes them; further requests are rejected.
 	DefaultBacklog = 128
@@ -87,9 +91,10 @@ type Config struct {
 	// PollFor is how long a Read or Write that has to wait keeps looking
 	// for its data (yielding the processor in between) before it parks.
 	// Waking a parked goroutine costs a thread wake-up, tens of µs on
-	// small VMs; polling trades a little CPU for latency. Zero means
-	// DefaultPollFor; a negative value parks at once. With GOMAXPROCS=1
-	// it never polls.
+	// small VMs; polling trades CPU for latency, which pays only where a
+	// core is spare. Zero means DefaultPollFor on machines with 4 or more
+	// CPUs and no polling on smaller ones; a negative value parks at once.
+	// With GOMAXPROCS=1 it never polls.
 	PollFor time.Duration
 	// Backlog is the number of connections a Listener holds for Accept.
 	// Zero means DefaultBacklog.
@@ -225,13 +230,15 @@ func buildConfig(opts []Option) (Config, error) {
 }
 
 func pollFor(c Config) time.Duration {
-	if runtime.GOMAXPROCS(0) < 2 {
+	switch {
+	case runtime.GOMAXPROCS(0) < 2 || c.PollFor < 0:
 		return 0
-	}
-	if c.PollFor == 0 {
+	case c.PollFor > 0:
+		return c.PollFor
+	case sparesCores():
 		return DefaultPollFor
 	}
-	return c.PollFor
+	return 0
 }
 
 // WithPollFor sets Config.PollFor.

@@ -321,6 +321,10 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			}
 			if now-idleSince < r.spin {
 				r.stats.spins.Add(1)
+				// Let another thread have the core if one is waiting
+				// (a peer process on a small machine); costs a system
+				// call, about as much as the epoll_wait(0) above.
+				unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 				continue
 			}
 		}
