@@ -708,7 +708,9 @@ func TestSpinPolls(t *testing.T) {
 	if spun < spin-time.Millisecond {
 		t.Fatalf("TryWait %v after the last activity, want >= %v", spun, spin)
 	}
-	if polls < 10 {
+	// Each polling round yields the CPU, so on a loaded machine a round can
+	// take a millisecond; without spinning there would be a single poll.
+	if polls < 3 {
 		t.Fatalf("%d polls while spinning for %v", polls, spun)
 	}
 	if r.Stats().Spins == 0 {
