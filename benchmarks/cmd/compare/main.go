@@ -273,6 +273,7 @@ func describeMachine() machine {
 		}
 	}
 	m.LoadBefore = loadAverage()
+	m.Netio = netioCommit()
 	a, b, c := zmq.Version()
 	m.ZeroMQ = fmt.Sprintf("%d.%d.%d", a, b, c)
 	return m
@@ -288,4 +289,24 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// netioCommit names the library's commit, and says so when the library's
+// files (outside benchmarks/) differ from it.
+func netioCommit() string {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return ""
+	}
+	dir := strings.TrimSpace(string(top))
+	head, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%h (%cs)").Output()
+	if err != nil {
+		return ""
+	}
+	s := "commit " + strings.TrimSpace(string(head))
+	dirty, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks").Output()
+	if err == nil && len(strings.TrimSpace(string(dirty))) > 0 {
+		s += " plus uncommitted changes to the working tree"
+	}
+	return s
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/netio-go/netio"
 )
 
 // point is one system at one size, run several times.
@@ -52,6 +54,9 @@ type machine struct {
 	Go         string `json:"go"`
 	ZeroMQ     string `json:"zeromq"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
+	// Netio is the commit of the library that was measured (the
+	// benchmarks module builds the working tree next to it).
+	Netio string `json:"netio,omitempty"`
 	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute
 	// averages when the run started and ended: other work on the machine
 	// shows there.
@@ -197,6 +202,9 @@ func (r *report) Markdown() string {
 	if r.Machine.LoadBefore != "" {
 		w("- load average (1, 5, 15 min): %s at the start, %s at the end; the runs themselves keep about 2 busy\n", r.Machine.LoadBefore, r.Machine.LoadAfter)
 	}
+	if r.Machine.Netio != "" {
+		w("- netio: %s\n", r.Machine.Netio)
+	}
 	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
 	w("- command: %s (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
 	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s (all systems of one size taking turns, so that a slow spell of this shared machine does not fall on one point alone), cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
@@ -304,7 +312,7 @@ func oneLine(s string) string {
 	return s
 }
 
-const methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (256 KiB buffers, window 16, so 1 MiB messages travel as 4 fragments); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
+var methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (` + sizeLabel(netio.DefaultBufferSize) + ` buffers, window ` + strconv.Itoa(netio.DefaultWindow) + `: larger messages travel in fragments of one buffer); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
 - **ZeroMQ PUSH/PULL**: ` + "`SendBytes`/`RecvBytes`" + ` (pebbe/zmq4 copies each received message into a new Go slice: that is its API), one I/O thread. SNDHWM = RCVHWM = 1000 messages (ZeroMQ's default) but at most 32 MiB of messages per socket (512 at 64 KiB, 32 at 1 MiB); PUSH blocks at the mark.
 - **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
 - **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.
