@@ -262,7 +262,7 @@ func (r *report) Markdown() string {
 	lm := modesIn(latencyModes, r.Latency)
 	if len(lm) > 0 {
 		w("\n## Round trip, 64 B\n\nPer-iteration latency at the client (send, then wait for the echo) over the measured window; median of the runs' medians and of their p99s, min-max of the runs in brackets.\n\n")
-		w("| system | median µs | p99 µs | round trips/s | netio's median / this |\n|---|---|---|---|---|\n")
+		w("| system | median µs | p99 µs | round trips/s | netio's median ÷ this (below 1: netio is faster) |\n|---|---|---|---|---|\n")
 		var netioMed summary
 		for _, p := range r.Latency {
 			if p.Mode == "rtt-netio" {

@@ -49,6 +49,7 @@ func TestMarkdown(t *testing.T) {
 		"| ZeroMQ PUSH/PULL (Go) | 0.094x | - |",
 		"| netio (Write / ReadMessage both sides) | 44.0 (40.0-50.0) | 100 (90.0-120) | 22.0k (20.0k-25.0k) | 1.00x |",
 		"| Go net.TCPConn, blocking | 20.0 | 60.0 | 50.0k | 2.20x |",
+		"netio's median ÷ this (below 1: netio is faster) |",
 		"- netio 1 MiB: receiver: boom line two",
 		"- zmq-push 1 MiB: server exited: nope",
 	} {
