@@ -13,8 +13,8 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
