@@ -43,15 +43,6 @@ func (r *spscRing) peek() (uint32, bool) {
 	return r.slots[t&r.mask], true
 }
 
-// peekAt returns the i-th oldest entry (0 is the oldest).
-func (r *spscRing) peekAt(i uint64) (uint32, bool) {
-	t := r.tail.Load()
-	if t+i >= r.head.Load() {
-		return 0, false
-	}
-	return r.slots[(t+i)&r.mask], true
-}
-
 // pop removes the oldest entry.
 func (r *spscRing) pop() (uint32, bool) {
 	t := r.tail.Load()

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -147,13 +146,6 @@ func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
 // MaxMsgSize is the largest message one send may carry.
 func (i *Info) MaxMsgSize() uint64 { return uint64(i.c.ep_attr.max_msg_size) }
 
-// CMDataSize is how many bytes of private data connect and accept carry.
-func (i *Info) CMDataSize() int {
-	// Not in the info attributes; FI_OPT_CM_DATA_SIZE needs an endpoint.
-	// 55 bytes is the smallest in use (verbs over rdma_cm).
-	return 55
-}
-
 // SourceAddr is the local address of the entry, if it has one.
 func (i *Info) SourceAddr() (netip.AddrPort, bool) {
 	return sockaddr(unsafe.Pointer(i.c.src_addr), int(i.c.src_addrlen))
@@ -186,10 +178,4 @@ func (i *Info) String() string {
 	tostrMu.Lock()
 	defer tostrMu.Unlock()
 	return C.GoString(C.fi_tostr(unsafe.Pointer(i.c), C.FI_TYPE_INFO))
-}
-
-// Summary is a one-line description: provider, fabric, domain, address.
-func (i *Info) Summary() string {
-	a, _ := i.SourceAddr()
-	return fmt.Sprintf("%s %s fabric=%q domain=%q src=%v mr_mode=%#x", i.Provider(), i.ProviderVersion(), i.FabricName(), i.DomainName(), a, i.MRMode())
 }
