@@ -15,12 +15,15 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/ofi"
+	"github.com/netio-go/netio/reactor"
 )
 
-// Conn is a message connection over a libfabric FI_EP_MSG endpoint, in
-// NetIO's low-latency mode: Write sends each message at once. It
+// Conn is a message connection over a libfabric FI_EP_MSG endpoint. In
+// LowLatency mode (the default) Write sends each message at once; in
+// HighThroughput mode messages are batched into pages (see Mode). It
 // implements net.Conn; Read sees the messages as one byte stream, while
-// ReadMessage and AppendMessage keep their boundaries.
+// ReadMessage, AppendMessage and NextMessage (no copy) keep their
+// boundaries.
 //
 // Read and Write may be called from different goroutines at the same time;
 // concurrent Writes are serialised whole messages.
@@ -30,6 +33,8 @@ type Conn struct {
 	network string
 	local   Addr
 	remote  Addr
+	ht      bool // HighThroughput mode
+	stats   connStats
 
 	// Fixed once connected.
 	rxWindow   int // receive buffers this side posts
@@ -37,7 +42,11 @@ type Conn struct {
 	txSlots    int // send buffers this side keeps: at most the peer's window
 	peerWindow int // receive buffers the peer posts for us
 	txMax      int // sends the endpoint's transmit queue holds
-	txBufSize  int // the peer's buffer size: the largest fragment
+	txBufSize  int // the peer's buffer size: the largest fragment or page
+	fragMax    int // payload bytes of a LowLatency fragment
+	pageCap    int // payload bytes of a page
+	rxKickAt   int // free receive buffers that make the reader kick the reactor
+	rxRefs     []atomic.Int32
 	maxSend    int
 	maxRecv    uint64
 	rxRegion   *ofi.Region
@@ -54,6 +63,13 @@ type Conn struct {
 	txWaiting atomic.Bool
 	txWake    *waker
 	werr      error // a Write that failed half-way poisons the write side
+	wMsgs     uint64
+	wBytes    uint64
+	wOpen     bool       // HighThroughput: a page is being filled
+	pw        pageWriter // the open page
+	// wPagesOpened counts pages the writer opened, for the reactor to
+	// notice a new one.
+	wPagesOpened atomic.Uint64
 
 	// Reactor to reader and back.
 	rmu       sync.Mutex
@@ -63,10 +79,14 @@ type Conn struct {
 	rxWake    *waker
 	rxUrgent  atomic.Bool // the peer is out of credit: hand buffers back at once
 	cur       int         // reader: buffer being read, -1 if none
-	curOff    int
-	curEnd    int
-	msgLeft   uint64 // reader: bytes of the current message still to read
-	emptyMsg  bool   // reader: the current buffer is an empty message
+	rc        cursor      // reader: position in the messages of cur
+	handed    int32       // reader: Messages handed out from cur
+	rxMsgs    uint64      // reader
+	rxBytes   uint64      // reader
+	rerr      error       // reader: what the peer sent did not decode
+	zeroCopy  atomic.Bool // NextMessage was used: Messages may outlive the Conn
+	freeMu    sync.Mutex  // serialises rxFree's producers; guards spares
+	spares    [][]byte    // buffers for messages NextMessage joins
 
 	scheduled atomic.Bool // a kick is queued on the reactor
 	closing   chan struct{}
@@ -105,6 +125,12 @@ type Conn struct {
 	onClosed     func()
 	cbMsg        []byte   // OnMessage reassembly
 	rxReclaim    []uint32 // buffers the reactor itself is done with (control messages, OnMessage)
+	flushTimer   *reactor.Timer
+	flushArmed   bool
+	seenOpened   uint64    // wPagesOpened at the last look
+	pageSince    time.Time // when the reactor saw the open page first
+	idleWatched  bool
+	idleSeen     uint64   // wMsgs at the last idle check
 	gives        []uint16 // credits carried by each send of the batch being posted
 	listener     *Listener
 }
@@ -174,6 +200,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 		dead:      make(chan struct{}),
 		connected: make(chan error, 1),
 		cur:       -1,
+		ht:        cfg.Mode == HighThroughput,
 	}, nil
 }
 
@@ -300,6 +327,16 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 	}
 	c.rxReady = newSPSCRing(c.rxWindow)
 	c.rxFree = newSPSCRing(c.rxWindow)
+	c.rxRefs = make([]atomic.Int32, c.rxWindow)
+	c.rxKickAt = max(1, c.rxWindow/4)
+	if c.ht {
+		// A page holds many messages: hand each back as soon as it is
+		// read, the way NetIO re-posts a page.
+		c.rxKickAt = 1
+		if c.flushTimer, err = e.r.NewTimer(c.onFlushTimer); err != nil {
+			return err
+		}
+	}
 	c.rxReclaim = make([]uint32, 0, c.rxWindow)
 	c.gives = make([]uint16, 0, c.cfg.Window)
 	segs := e.segBuf[:0]
@@ -321,7 +358,7 @@ func (c *Conn) openEndpoint(info *ofi.Info) (err error) {
 }
 
 func (c *Conn) hello() []byte {
-	return hello{version: protocolLevel, window: uint32(c.rxWindow), bufferSize: uint32(c.rxBufSize), maxMessage: uint64(c.cfg.MaxMessageSize)}.marshal()
+	return hello{version: protocolLevel, mode: c.cfg.Mode, window: uint32(c.rxWindow), bufferSize: uint32(c.rxBufSize), maxMessage: uint64(c.cfg.MaxMessageSize)}.marshal()
 }
 
 // startConnect begins an active connection; on the reactor.
@@ -351,6 +388,9 @@ func (c *Conn) setPeer(h hello) error {
 		c.maxSend = int(h.maxMessage)
 	}
 	c.maxRecv = uint64(c.cfg.MaxMessageSize)
+	c.fragMax = c.txBufSize - headerSize
+	c.pageCap = c.txBufSize - headerSize
+	c.rc = cursor{prefixed: c.ht, max: c.maxRecv}
 	var err error
 	if c.txRegion, err = c.dom.domain.NewRegion(c.txSlots * c.txBufSize); err != nil {
 		return err
@@ -383,8 +423,11 @@ func (c *Conn) handleEvent(ev *ofi.Event) {
 		err := error(ev.Err)
 		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && c.state == stateConnecting {
 			err = syscall.ECONNREFUSED
-			if string(ev.PrivateData()) == rejectMarker {
+			switch string(ev.PrivateData()) {
+			case rejectMarker:
 				err = ErrRejected
+			case rejectModeMarker:
+				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, c.cfg.Mode)
 			}
 		}
 		c.fail(err)
@@ -397,6 +440,9 @@ func (c *Conn) onConnected(ev *ofi.Event) {
 	}
 	if c.listener == nil {
 		h, err := parseHello(ev.PrivateData())
+		if err == nil && h.mode != c.cfg.Mode {
+			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, c.cfg.Mode)
+		}
 		if err == nil {
 			err = c.setPeer(h)
 		}
@@ -566,6 +612,7 @@ func (c *Conn) onRecv(slot uint32, n uint64) {
 		return
 	}
 	c.peerCredits--
+	c.stats.buffersReceived.Add(1)
 	if n < headerSize {
 		c.protocolError("truncated message of %d bytes", n)
 		return
@@ -581,7 +628,25 @@ func (c *Conn) onRecv(slot uint32, n uint64) {
 		return
 	}
 	switch h.kind {
+	case kindPage:
+		switch {
+		case !c.ht:
+			c.protocolError("page on a %v connection", c.cfg.Mode)
+		case c.finRecv:
+			c.protocolError("data after the peer closed")
+		case h.msgLen > uint64(h.fragLen):
+			c.protocolError("page continues %d bytes but holds %d", h.msgLen, h.fragLen)
+		case !c.lingerUntil.IsZero():
+			c.rxReclaim = append(c.rxReclaim, slot) // closed by the user: nobody reads it
+		default:
+			c.rxReady.push(slot)
+			c.rxNotify = true
+		}
 	case kindData:
+		if c.ht {
+			c.protocolError("low-latency message on a %v connection", c.cfg.Mode)
+			return
+		}
 		if c.finRecv {
 			c.protocolError("data after the peer closed")
 			return
@@ -650,6 +715,9 @@ func (c *Conn) service() {
 		return
 	}
 	e := c.eng
+	if c.ht && c.state == stateConnected {
+		c.watchPage()
+	}
 	// Receive buffers first: they become credits for the peer.
 	segs := e.segBuf[:0]
 	for {
@@ -690,6 +758,7 @@ func (c *Conn) service() {
 	}
 	if len(segs) > 0 {
 		n, err := c.ep.PostSend(c.txRegion, segs)
+		c.stats.buffersSent.Add(uint64(n))
 		// What did not go out (a full queue, EAGAIN on verbs) is taken
 		// back, credits and all, and posted after the next completion.
 		for _, g := range c.gives[n:] {
@@ -817,344 +886,6 @@ func expired(d *atomic.Int64) bool {
 	return t != 0 && time.Now().UnixNano() >= t
 }
 
-// Read reads bytes of the incoming messages as one stream: a message
-// longer than p is returned across several Reads, and message boundaries
-// are not marked. Use ReadMessage to keep them.
-func (c *Conn) Read(p []byte) (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if err := c.readable(); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	for {
-		n := 0
-		for n < len(p) {
-			if !c.nextFragment() {
-				break
-			}
-			if c.emptyMsg {
-				c.releaseFragment() // a stream has no empty messages
-				continue
-			}
-			k := copy(p[n:], c.rxMem[c.curOff:c.curEnd])
-			c.curOff += k
-			c.msgLeft -= uint64(k)
-			n += k
-			if c.curOff == c.curEnd {
-				c.releaseFragment()
-			}
-		}
-		if n > 0 {
-			return n, nil
-		}
-		if err := c.waitReadable(); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// ReadMessage reads one whole message into p and returns its length. A
-// message longer than p is not consumed: ReadMessage returns
-// io.ErrShortBuffer (wrapped) and MessageLen or AppendMessage can take it.
-// If Read has consumed part of a message, ReadMessage returns the rest.
-func (c *Conn) ReadMessage(p []byte) (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if err := c.readable(); err != nil {
-		return 0, err
-	}
-	if err := c.waitMessage(); err != nil {
-		return 0, err
-	}
-	if c.msgLeft > uint64(len(p)) {
-		return 0, c.opError("read", io.ErrShortBuffer)
-	}
-	return c.readRest(p)
-}
-
-// AppendMessage reads one whole message, appends it to dst and returns the
-// extended slice. It allocates only when dst lacks the capacity.
-func (c *Conn) AppendMessage(dst []byte) ([]byte, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if err := c.readable(); err != nil {
-		return dst, err
-	}
-	if err := c.waitMessage(); err != nil {
-		return dst, err
-	}
-	start := len(dst)
-	if need := start + int(c.msgLeft); need > cap(dst) {
-		grown := make([]byte, start, need)
-		copy(grown, dst)
-		dst = grown
-	}
-	n, err := c.readRest(dst[start : start+int(c.msgLeft)])
-	return dst[:start+n], err
-}
-
-// MessageLen waits for the next message and returns its length (or what
-// is left of it after a partial Read) without consuming it.
-func (c *Conn) MessageLen() (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if err := c.readable(); err != nil {
-		return 0, err
-	}
-	if err := c.waitMessage(); err != nil {
-		return 0, err
-	}
-	return int(c.msgLeft), nil
-}
-
-// waitMessage waits until the first fragment of a message (or the rest of
-// a partly read one) is at hand.
-func (c *Conn) waitMessage() error {
-	for !c.nextFragment() {
-		if err := c.waitReadable(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readRest copies the rest of the current message into p, which is large
-// enough, waiting for its later fragments.
-func (c *Conn) readRest(p []byte) (int, error) {
-	n := 0
-	for {
-		k := copy(p[n:], c.rxMem[c.curOff:c.curEnd])
-		c.curOff += k
-		n += k
-		c.msgLeft -= uint64(k)
-		last := c.msgLeft == 0
-		if c.curOff == c.curEnd {
-			c.releaseFragment()
-		}
-		if last {
-			return n, nil
-		}
-		for !c.nextFragment() {
-			if err := c.waitReadable(); err != nil {
-				// The rest of the message is still coming; keep what we
-				// have consumed consistent for the next call.
-				return n, err
-			}
-		}
-	}
-}
-
-// nextFragment makes sure the reader holds a fragment with bytes left, or
-// the header of an empty message; it reports false when none has arrived.
-func (c *Conn) nextFragment() bool {
-	for {
-		if c.cur >= 0 {
-			if c.curOff < c.curEnd || c.emptyMsg {
-				return true
-			}
-			c.releaseFragment()
-		}
-		slot, ok := c.rxReady.peek()
-		if !ok {
-			return false
-		}
-		off := int(slot) * c.rxBufSize
-		h := readHeader(c.rxMem[off:])
-		c.cur, c.curOff, c.curEnd = int(slot), off+headerSize, off+headerSize+int(h.fragLen)
-		if c.msgLeft == 0 {
-			c.msgLeft = h.msgLen
-		}
-		c.emptyMsg = h.msgLen == 0
-	}
-}
-
-// releaseFragment hands the current buffer back to the reactor.
-func (c *Conn) releaseFragment() {
-	if c.cur < 0 {
-		return
-	}
-	c.rxReady.pop()
-	c.rxFree.push(uint32(c.cur))
-	c.cur = -1
-	c.emptyMsg = false
-	if c.rxFree.len() >= c.rxWindow/4 || c.rxUrgent.Load() {
-		c.kick()
-	}
-}
-
-// readable checks, before a read, for Close and a passed deadline.
-func (c *Conn) readable() error {
-	if isClosed(c.closing) {
-		return c.opError("read", net.ErrClosed)
-	}
-	if expired(&c.rdl) {
-		return c.opError("read", os.ErrDeadlineExceeded)
-	}
-	if c.cfg.OnMessage != nil {
-		return c.opError("read", errOnMessage)
-	}
-	return nil
-}
-
-// arrived reports whether a buffer the reader does not hold yet is ready.
-func (c *Conn) arrived() bool {
-	n := c.rxReady.len()
-	if c.cur >= 0 {
-		n--
-	}
-	return n > 0
-}
-
-var errOnMessage = errors.New("netio: messages go to Config.OnMessage")
-
-// waitReadable blocks until a buffer arrives, the connection ends, Close
-// is called or the read deadline passes.
-func (c *Conn) waitReadable() error {
-	if c.poll(c.arrived) {
-		return nil
-	}
-	c.rxWaiting.Store(true)
-	if c.arrived() {
-		c.stopWaiting(&c.rxWaiting)
-		return nil
-	}
-	select {
-	case <-c.dead:
-		c.stopWaiting(&c.rxWaiting)
-		if c.arrived() {
-			return nil
-		}
-		if errors.Is(c.deadErr, io.EOF) {
-			return io.EOF
-		}
-		return c.opError("read", c.deadErr)
-	default:
-	}
-	if isClosed(c.closing) {
-		c.stopWaiting(&c.rxWaiting)
-		return c.opError("read", net.ErrClosed)
-	}
-	parks.Add(1)
-	err := c.rxWake.wait()
-	if err == nil {
-		c.stopWaiting(&c.rxWaiting)
-	}
-	if err != nil {
-		c.stopWaiting(&c.rxWaiting)
-		if isClosed(c.closing) {
-			return c.opError("read", net.ErrClosed)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && !c.arrived() {
-			return c.opError("read", os.ErrDeadlineExceeded)
-		}
-	}
-	return nil // the caller looks again
-}
-
-// Write sends p as one message, at once. It blocks while the connection
-// has as many messages in flight as the peer has buffers (the peer is not
-// reading), until the write deadline. A message above the maximum size
-// fails with ErrMessageTooLarge; a deadline that passes half-way through a
-// message larger than one buffer leaves the write side unusable, as a
-// message cannot be taken back.
-func (c *Conn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if isClosed(c.closing) {
-		return 0, c.opError("write", net.ErrClosed)
-	}
-	if expired(&c.wdl) {
-		return 0, c.opError("write", os.ErrDeadlineExceeded)
-	}
-	if isClosed(c.dead) {
-		return 0, c.writeDeadErr()
-	}
-	if c.werr != nil {
-		return 0, c.werr
-	}
-	if len(p) > c.maxSend {
-		return 0, c.opError("write", ErrMessageTooLarge)
-	}
-	fragMax := c.txBufSize - headerSize
-	slots := uint64(c.txSlots)
-	head := c.txHead.Load()
-	off := 0
-	for {
-		if head-c.txDone.Load() >= slots {
-			if err := c.waitWritable(head); err != nil {
-				if off > 0 {
-					c.werr = err
-				}
-				return off, err
-			}
-		}
-		n := min(len(p)-off, fragMax)
-		h := header{kind: kindData, fragLen: uint32(n), msgLen: uint64(len(p))}
-		if off+n == len(p) {
-			h.flags = flagLast
-		}
-		slot := int(head % slots)
-		b := c.txMem[slot*c.txBufSize:]
-		putHeader(b, h)
-		copy(b[headerSize:], p[off:off+n])
-		c.txLen[slot] = uint32(headerSize + n)
-		head++
-		c.txHead.Store(head)
-		c.kick()
-		off += n
-		if off == len(p) {
-			return off, nil
-		}
-	}
-}
-
-func (c *Conn) waitWritable(head uint64) error {
-	slots := uint64(c.txSlots)
-	if c.poll(func() bool { return head-c.txDone.Load() < slots }) {
-		return nil
-	}
-	for {
-		c.txWaiting.Store(true)
-		if head-c.txDone.Load() < slots {
-			c.stopWaiting(&c.txWaiting)
-			return nil
-		}
-		switch {
-		case isClosed(c.closing):
-			c.stopWaiting(&c.txWaiting)
-			return c.opError("write", net.ErrClosed)
-		case isClosed(c.dead):
-			c.stopWaiting(&c.txWaiting)
-			return c.writeDeadErr()
-		case c.eng.r.OnReactor():
-			// Waiting here would stop the reactor that frees the space.
-			c.stopWaiting(&c.txWaiting)
-			return c.opError("write", ErrWouldBlock)
-		}
-		err := c.txWake.wait()
-		if err == nil {
-			c.stopWaiting(&c.txWaiting)
-		}
-		if err != nil {
-			c.stopWaiting(&c.txWaiting)
-			if errors.Is(err, os.ErrDeadlineExceeded) && head-c.txDone.Load() >= slots {
-				return c.opError("write", os.ErrDeadlineExceeded)
-			}
-		}
-	}
-}
-
-func (c *Conn) writeDeadErr() error {
-	err := c.deadErr
-	if errors.Is(err, io.EOF) {
-		err = syscall.EPIPE
-	}
-	return c.opError("write", err)
-}
-
 func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.network, Source: &c.local, Addr: &c.remote, Err: err}
 }
@@ -1178,7 +909,13 @@ func (c *Conn) Close() error {
 	c.rxWake.wake()
 	c.txWake.wake()
 	c.rmu.Lock()
+	if c.cur >= 0 {
+		c.leaveBuffer() // Messages handed out from it keep it
+	}
 	c.wmu.Lock()
+	if c.wOpen {
+		c.seal(flushExplicit) // Close sends what was written
+	}
 	c.wmu.Unlock()
 	c.rmu.Unlock()
 	if c.eng.r.SubmitFunc(c.startClose) != nil || c.eng.r.OnReactor() {
@@ -1282,6 +1019,17 @@ func (c *Conn) releaseResources() {
 		}
 		c.cq.Close()
 		c.cq = nil
+	}
+	if c.flushTimer != nil {
+		c.flushTimer.Close()
+		c.flushTimer = nil
+	}
+	if c.rxRegion != nil && c.zeroCopy.Load() {
+		// Messages from NextMessage may still point into the receive
+		// buffers: unmap them only once they and the Conn are garbage.
+		c.rxRegion.Deregister()
+		runtime.AddCleanup(c, func(r *ofi.Region) { r.Close() }, c.rxRegion)
+		c.rxRegion = nil
 	}
 	for _, r := range []**ofi.Region{&c.rxRegion, &c.txRegion, &c.ctlRegion} {
 		if *r != nil {

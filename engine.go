@@ -20,6 +20,9 @@ type engine struct {
 	nextToken uint64
 	dirty     []*Conn // connections whose CQ was used since the last fi_trywait
 	lingering []*Conn // connections closing, with a deadline
+	idle      []*Conn // HighThroughput connections with a page open: watched for a pause
+	idleTick  *reactor.Timer
+	ticking   bool
 	sweep     *reactor.Timer
 	sweeping  bool
 	refs      int // guarded by engines.mu
@@ -84,7 +87,11 @@ func acquireEngine() (*engine, error) {
 			r.Close()
 			return nil, err
 		}
-		if err := r.Call(func() { e.sweep, err = r.NewTimer(e.sweepLingering) }); err != nil {
+		if err := r.Call(func() {
+			if e.sweep, err = r.NewTimer(e.sweepLingering); err == nil {
+				e.idleTick, err = r.NewTimer(e.onIdleTick)
+			}
+		}); err != nil {
 			r.Close()
 			return nil, err
 		}
@@ -117,6 +124,7 @@ func (e *engine) release() {
 	go func() {
 		e.r.Call(func() {
 			e.sweep.Close()
+			e.idleTick.Close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
@@ -267,9 +275,10 @@ func (f *fabricRes) readEvents() {
 }
 
 // Poll drives the completion queues used since the last sleep; libfabric's
-// tcp provider makes progress only inside such calls.
+// tcp provider makes progress only inside such calls. It also looks for
+// writers that paused with a page open.
 func (e *engine) Poll() bool {
-	busy := false
+	busy := e.checkIdle()
 	for i := 0; i < len(e.dirty); i++ {
 		if e.dirty[i].pollCQ() {
 			busy = true
@@ -282,6 +291,14 @@ func (e *engine) Poll() bool {
 // queues used since the last sleep. Queues untouched since then were
 // already armed by an earlier trywait.
 func (e *engine) TryWait() bool {
+	if e.checkIdle() {
+		return false // a page went out: its completion comes next
+	}
+	if len(e.idle) > 0 && !e.ticking {
+		// A writer is still filling a page: look again soon, asleep.
+		e.ticking = true
+		e.idleTick.StartOnce(idleTick)
+	}
 	for _, f := range e.fabrics {
 		f.waits.Reset()
 		f.waits.Add(f.eq)
@@ -313,6 +330,48 @@ func (e *engine) TryWait() bool {
 	return ok
 }
 
+// idleTick is how often a sleeping reactor looks for paused writers. While
+// it polls (Config.Spin after activity) it looks on every round, about
+// every microsecond.
+const idleTick = 50 * time.Microsecond
+
+// watchIdle starts watching c's open page for a pause of its writer.
+func (e *engine) watchIdle(c *Conn) {
+	if !c.idleWatched {
+		c.idleWatched = true
+		c.idleSeen = ^uint64(0)
+		e.idle = append(e.idle, c)
+	}
+}
+
+// checkIdle seals the pages of writers that paused and reports whether it
+// sealed any.
+func (e *engine) checkIdle() bool {
+	sealed := false
+	for i := 0; i < len(e.idle); {
+		c := e.idle[i]
+		done, s := c.checkIdle()
+		if done {
+			c.idleWatched = false
+			last := len(e.idle) - 1
+			e.idle[i], e.idle[last] = e.idle[last], nil
+			e.idle = e.idle[:last]
+		} else {
+			i++
+		}
+		if s {
+			sealed = true
+			c.service()
+		}
+	}
+	return sealed
+}
+
+func (e *engine) onIdleTick() {
+	e.ticking = false
+	e.checkIdle()
+}
+
 func (e *engine) markDirty(c *Conn) {
 	if !c.dirty {
 		c.dirty = true
@@ -335,6 +394,15 @@ func (e *engine) forget(c *Conn) {
 			e.lingering = append(e.lingering[:i], e.lingering[i+1:]...)
 			break
 		}
+	}
+	if c.idleWatched {
+		for i, d := range e.idle {
+			if d == c {
+				e.idle = append(e.idle[:i], e.idle[i+1:]...)
+				break
+			}
+		}
+		c.idleWatched = false
 	}
 }
 

@@ -107,6 +107,10 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 	}
 	req := ev.Info
 	h, err := parseHello(ev.PrivateData())
+	if err == nil && h.mode != l.cfg.Mode {
+		l.pep.Reject(req, rejectModeData)
+		return
+	}
 	if err != nil || l.closed || len(l.accepted)+l.pending >= cap(l.accepted) {
 		l.pep.Reject(req, rejectData)
 		return
@@ -136,7 +140,10 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 	l.pending++
 }
 
-var rejectData = []byte(rejectMarker)
+var (
+	rejectData     = []byte(rejectMarker)
+	rejectModeData = []byte(rejectModeMarker)
+)
 
 // onConnected queues an accepted connection for Accept.
 func (l *Listener) onConnected(c *Conn) {

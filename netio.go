@@ -33,6 +33,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 )
 
@@ -62,22 +63,79 @@ const (
 	// sleeps (yielding the CPU on every round); $NETIO_SPIN overrides it
 	// (a Go duration; 0 never polls).
 	DefaultSpin = 100 * time.Microsecond
+	// DefaultPageSize is the page size of a HighThroughput connection
+	// (Config.BufferSize), as in NetIO.
+	DefaultPageSize = 1 << 20
+	// DefaultPages is the number of receive pages a HighThroughput
+	// connection posts (Config.Window).
+	DefaultPages = 8
+	// DefaultFlushInterval bounds how long a partly filled page waits
+	// before it is sent, as in NetIO.
+	DefaultFlushInterval = 2 * time.Second
 	// DefaultBacklog is how many established connections a Listener queues
 	// before Accept takes them; further requests are rejected.
 	DefaultBacklog = 128
 )
 
+// Mode is how a connection sends. Both ends of a connection use the same
+// mode: a Listener rejects a Dial in the other one.
+type Mode uint8
+
+const (
+	// LowLatency sends every Write at once as its own libfabric message
+	// (NetIO's low-latency socket): the shortest path for control traffic,
+	// one fabric operation per message.
+	LowLatency Mode = iota
+	// HighThroughput copies messages into pages behind an 8-byte length
+	// and sends whole pages (NetIO's high-throughput, buffered socket): a
+	// page goes out when it is full, on Flush, when the writer pauses
+	// (unless Config.NoIdleFlush) and at the latest after
+	// Config.FlushInterval. Small messages then cost a copy, not a fabric
+	// operation each.
+	HighThroughput
+)
+
+// String returns the mode's name.
+func (m Mode) String() string {
+	switch m {
+	case LowLatency:
+		return "low-latency"
+	case HighThroughput:
+		return "high-throughput"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
 // Config configures a Listener or a connection. The zero value is ready to
 // use: every zero field means the default named in its comment.
 type Config struct {
+	// Mode is LowLatency (the zero value) or HighThroughput.
+	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
-	// posts (header included); the peer fragments its messages to fit.
-	// Zero means DefaultBufferSize. At least 4 KiB.
+	// posts (header included); the peer fragments its messages, or sizes
+	// its pages, to fit. Zero means DefaultBufferSize, or DefaultPageSize
+	// in HighThroughput mode. At least 4 KiB.
 	BufferSize int
-	// Window is the number of receive buffers this side posts, so the
-	// number of messages the peer may have in flight. Zero means
-	// DefaultWindow. At least 4.
+	// Window is the number of receive buffers (pages) this side posts, so
+	// the number of messages (pages) the peer may have in flight. Zero
+	// means DefaultWindow, or DefaultPages in HighThroughput mode. At
+	// least 4.
+	//
+	// A connection's registered memory is bounded by BufferSize × Window
+	// for receiving plus as much for sending: 2 × 8 × 1 MiB = 16 MiB with
+	// the HighThroughput defaults, 2 × 16 × 256 KiB = 8 MiB with the
+	// LowLatency ones.
 	Window int
+	// FlushInterval is how long a partly filled page may wait before it
+	// is sent (HighThroughput mode). Zero means DefaultFlushInterval.
+	FlushInterval time.Duration
+	// NoIdleFlush keeps a partly filled page until it is full, Flush is
+	// called or FlushInterval passes, as NetIO does (HighThroughput
+	// mode). By default the page also goes out as soon as the writer
+	// pauses, which costs nothing while it writes without pause (pages
+	// fill) and keeps a slow writer's messages from waiting up to
+	// FlushInterval; see the README for the measurements.
+	NoIdleFlush bool
 	// MaxMessageSize is the largest message this side sends or accepts;
 	// the smaller of the two sides' values applies to each direction.
 	// Zero means DefaultMaxMessageSize.
@@ -111,6 +169,33 @@ type Config struct {
 
 // Option changes a Config; it returns an error for values out of range.
 type Option func(*Config) error
+
+// WithMode sets Config.Mode.
+func WithMode(m Mode) Option {
+	return func(c *Config) error {
+		if m > HighThroughput {
+			return errors.New("netio: unknown mode")
+		}
+		c.Mode = m
+		return nil
+	}
+}
+
+// WithFlushInterval sets Config.FlushInterval.
+func WithFlushInterval(d time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return errors.New("netio: flush interval must be positive")
+		}
+		c.FlushInterval = d
+		return nil
+	}
+}
+
+// WithNoIdleFlush sets Config.NoIdleFlush.
+func WithNoIdleFlush() Option {
+	return func(c *Config) error { c.NoIdleFlush = true; return nil }
+}
 
 // WithConfig replaces the whole configuration.
 func WithConfig(c Config) Option { return func(dst *Config) error { *dst = c; return nil } }
@@ -200,11 +285,21 @@ func buildConfig(opts []Option) (Config, error) {
 			return c, err
 		}
 	}
-	if c.BufferSize == 0 {
+	ht := c.Mode == HighThroughput
+	switch {
+	case c.BufferSize == 0 && ht:
+		c.BufferSize = DefaultPageSize
+	case c.BufferSize == 0:
 		c.BufferSize = DefaultBufferSize
 	}
-	if c.Window == 0 {
+	switch {
+	case c.Window == 0 && ht:
+		c.Window = DefaultPages
+	case c.Window == 0:
 		c.Window = DefaultWindow
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = DefaultMaxMessageSize
@@ -225,6 +320,12 @@ func buildConfig(opts []Option) (Config, error) {
 		return c, errors.New("netio: window out of range [4, 4096]")
 	case c.MaxMessageSize < 0:
 		return c, errors.New("netio: maximum message size must be positive")
+	case c.Mode > HighThroughput:
+		return c, errors.New("netio: unknown mode")
+	case ht && c.OnMessage != nil:
+		// Pages are decoded in the reading goroutine, never on the
+		// reactor; OnMessage is the low-latency receive path.
+		return c, errors.New("netio: OnMessage needs LowLatency mode")
 	}
 	return c, nil
 }
@@ -296,8 +397,9 @@ var (
 	// ErrRejected is returned by Dial when the listener refused the
 	// connection (its backlog was full, or it is closing).
 	ErrRejected = errors.New("netio: connection rejected")
-	// ErrWouldBlock is returned by a Write made from Config.OnMessage (on
-	// the reactor) when the peer has no room: waiting there would stop the
-	// reactor that makes the room.
-	ErrWouldBlock = errors.New("netio: write would block the reactor")
+	// ErrWouldBlock is returned by TryWrite when the message does not fit
+	// in the free send buffers (NetIO's AGAIN), and by a Write made from
+	// Config.OnMessage (on the reactor) when the peer has no room: waiting
+	// there would stop the reactor that makes the room.
+	ErrWouldBlock = errors.New("netio: write would block")
 )

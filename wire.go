@@ -7,11 +7,12 @@ import (
 
 // Every libfabric message netio sends starts with a 16-byte header:
 //
-//	[0]     kind: kindData, kindCredit or kindFin
+//	[0]     kind: kindData, kindPage, kindCredit or kindFin
 //	[1]     flags: flagLast on the last fragment of a message
 //	[2:4]   credits returned to the receiver of this header (uint16)
 //	[4:8]   payload bytes in this fragment (uint32)
-//	[8:16]  total bytes of the message this fragment belongs to (uint64)
+//	[8:16]  total bytes of the message this fragment belongs to (uint64);
+//	        in a page, the bytes continuing the previous page's message
 //
 // Credits ride on every header, so traffic in one direction returns the
 // credits of the other; a kindCredit message carries them alone when there
@@ -22,6 +23,7 @@ const (
 	kindData   = 1
 	kindCredit = 2
 	kindFin    = 3 // the sender closed; nothing follows
+	kindPage   = 4 // records of a HighThroughput connection (page.go)
 
 	flagLast = 1
 )
@@ -61,6 +63,7 @@ func readHeader(b []byte) header {
 // carries.
 type hello struct {
 	version    uint8
+	mode       Mode
 	window     uint32 // receive buffers posted for the peer
 	bufferSize uint32 // bytes per receive buffer, header included
 	maxMessage uint64 // largest message accepted
@@ -69,6 +72,9 @@ type hello struct {
 // rejectMarker is the private data of a netio listener's reject, so that
 // Dial can tell a full or closing listener from a closed port.
 const rejectMarker = "NTIO-REJECT"
+
+// rejectModeMarker rejects a peer in the other Mode.
+const rejectModeMarker = "NTIO-REJECT-MODE"
 
 const (
 	helloMagic    = "NTIO"
@@ -80,6 +86,7 @@ func (h hello) marshal() []byte {
 	b := make([]byte, helloSize)
 	copy(b, helloMagic)
 	b[4] = h.version
+	b[5] = byte(h.mode)
 	binary.LittleEndian.PutUint32(b[8:], h.window)
 	binary.LittleEndian.PutUint32(b[12:], h.bufferSize)
 	binary.LittleEndian.PutUint64(b[16:], h.maxMessage)
@@ -92,6 +99,7 @@ func parseHello(b []byte) (hello, error) {
 	}
 	h := hello{
 		version:    b[4],
+		mode:       Mode(b[5]),
 		window:     binary.LittleEndian.Uint32(b[8:]),
 		bufferSize: binary.LittleEndian.Uint32(b[12:]),
 		maxMessage: binary.LittleEndian.Uint64(b[16:]),
@@ -103,6 +111,8 @@ func parseHello(b []byte) (hello, error) {
 		return h, fmt.Errorf("%w: peer window %d out of range", ErrProtocol, h.window)
 	case h.bufferSize < minBufferSize || h.bufferSize > maxBufferSize:
 		return h, fmt.Errorf("%w: peer buffer size %d out of range", ErrProtocol, h.bufferSize)
+	case h.mode > HighThroughput:
+		return h, fmt.Errorf("%w: peer asks for unknown mode %d", ErrProtocol, h.mode)
 	case h.maxMessage == 0:
 		return h, fmt.Errorf("%w: peer accepts no messages", ErrProtocol)
 	}

@@ -55,14 +55,22 @@ func (r *Region) Bytes() []byte { return r.mem }
 // Len is the region's size in bytes.
 func (r *Region) Len() int { return len(r.mem) }
 
+// Deregister removes the region from its domain but keeps its memory
+// readable until Close, for slices of it that are still in use after the
+// endpoints and the domain have gone. No operation may still use it.
+func (r *Region) Deregister() error {
+	if r.mr == nil {
+		return nil
+	}
+	err := check("fi_close(mr)", C.netio_close(&r.mr.fid))
+	r.mr = nil
+	return err
+}
+
 // Close deregisters and unmaps the region. No operation may still use it:
 // close the endpoints that posted into it and drain their queues first.
 func (r *Region) Close() error {
-	var err error
-	if r.mr != nil {
-		err = check("fi_close(mr)", C.netio_close(&r.mr.fid))
-		r.mr = nil
-	}
+	err := r.Deregister()
 	if r.mem != nil {
 		if e := unix.Munmap(r.mem); e != nil && err == nil {
 			err = &Error{Op: "munmap", Err: e}
