@@ -270,7 +270,7 @@ func finish(t *testing.T, c *Conn, held []Message, closeFirst bool, pushed []uin
 		}
 	}
 	checkHeld := func(when string) {
-			drain(c.rxFree)
+		drain(c.rxFree)
 		for i, m := range held {
 			if m.slot >= 0 && freed[uint32(m.slot)] > 0 {
 				t.Fatalf("%s: receive buffer %d went back to the reactor while message %d from it is held", when, m.slot, i)
