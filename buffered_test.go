@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -29,13 +30,33 @@ func testMessage(i, maxLen int) []byte {
 }
 
 func TestBufferedManyMessages(t *testing.T) {
-	for _, read := range []string{"ReadMessage", "NextMessage", "AppendMessage"} {
+	for _, read := range []string{"ReadMessage", "NextMessage", "AppendMessage", "Next", "NextBatch"} {
 		t.Run(read, func(t *testing.T) {
 			// Small pages so that a few hundred messages fill many of them.
 			c, s := pair(t, ht, netio.WithBufferSize(4096), netio.WithWindow(4))
 			const count, maxLen = 3000, 300
 			errc := make(chan error, 1)
 			go func() {
+				if read == "NextBatch" {
+					// Batches of up to 10 messages in one call.
+					var batch [][]byte
+					for i := 0; i < count; i++ {
+						batch = append(batch, testMessage(i, maxLen))
+						if len(batch) == i%10+1 {
+							if n, err := c.WriteBatch(batch); err != nil || n != len(batch) {
+								errc <- fmt.Errorf("WriteBatch: %d of %d, %v", n, len(batch), err)
+								return
+							}
+							batch = batch[:0]
+						}
+					}
+					if _, err := c.WriteBatch(batch); err != nil {
+						errc <- err
+						return
+					}
+					errc <- c.Flush()
+					return
+				}
 				for i := 0; i < count; i++ {
 					if _, err := c.Write(testMessage(i, maxLen)); err != nil {
 						errc <- err
@@ -45,10 +66,26 @@ func TestBufferedManyMessages(t *testing.T) {
 				errc <- c.Flush()
 			}()
 			buf := make([]byte, maxLen+4)
+			var batch [][]byte // NextBatch: messages received, not yet checked
+			batchBuf := make([][]byte, 7)
 			for i := 0; i < count; i++ {
 				want := testMessage(i, maxLen)
 				var got []byte
 				switch read {
+				case "Next":
+					var err error
+					if got, err = s.Next(); err != nil {
+						t.Fatalf("message %d: %v", i, err)
+					}
+				case "NextBatch":
+					if len(batch) == 0 {
+						n, err := s.NextBatch(batchBuf)
+						if err != nil || n == 0 {
+							t.Fatalf("message %d: NextBatch %d, %v", i, n, err)
+						}
+						batch = batchBuf[:n]
+					}
+					got, batch = batch[0], batch[1:]
 				case "ReadMessage":
 					n, err := s.ReadMessage(buf)
 					if err != nil {

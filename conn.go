@@ -87,11 +87,14 @@ type Conn struct {
 	zeroCopy  atomic.Bool // NextMessage was used: Messages may outlive the Conn
 	freeMu    sync.Mutex  // serialises rxFree's producers; guards spares
 	spares    [][]byte    // buffers for messages NextMessage joins
+	joined    []byte      // reader: the message Next joined
 
 	scheduled atomic.Bool // a kick is queued on the reactor
 	closing   chan struct{}
 	released  chan struct{} // closed when the reactor has torn everything down
 	closeOnce sync.Once
+	closed    atomic.Bool   // closing is closed: a cheaper test on the fast paths
+	ended     atomic.Bool   // dead is closed
 	dead      chan struct{} // closed by the reactor when the connection ended
 	deadErr   error         // why; written before dead is closed
 	rdl, wdl  atomic.Int64  // read and write deadlines, Unix ns; 0 is none
@@ -467,6 +470,7 @@ func (c *Conn) fail(err error) {
 	case stateConnecting:
 		c.state = stateClosing
 		c.deadErr = err
+		c.ended.Store(true)
 		close(c.dead)
 		c.connected <- err
 		if c.listener != nil {
@@ -476,6 +480,7 @@ func (c *Conn) fail(err error) {
 	case stateConnected:
 		c.state = stateClosing
 		c.deadErr = err
+		c.ended.Store(true)
 		close(c.dead)
 		c.rxWake.wake()
 		c.txWake.wake()
@@ -899,6 +904,7 @@ func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		c.closed.Store(true)
 		close(c.closing)
 	})
 	if !first {
@@ -986,6 +992,7 @@ func (c *Conn) finishClose() {
 	c.state = stateClosed
 	if c.deadErr == nil {
 		c.deadErr = net.ErrClosed
+		c.ended.Store(true)
 		close(c.dead)
 	}
 	c.releaseResources()

@@ -23,6 +23,7 @@ type engine struct {
 	idle      []*Conn // HighThroughput connections with a page open: watched for a pause
 	idleTick  *reactor.Timer
 	ticking   bool
+	nextIdle  time.Time // Poll looks for paused writers from then on
 	sweep     *reactor.Timer
 	sweeping  bool
 	refs      int // guarded by engines.mu
@@ -278,7 +279,15 @@ func (f *fabricRes) readEvents() {
 // tcp provider makes progress only inside such calls. It also looks for
 // writers that paused with a page open.
 func (e *engine) Poll() bool {
-	busy := e.checkIdle()
+	busy := false
+	if len(e.idle) > 0 {
+		// Not on every round: each look takes the writer's lock, and a
+		// writer in full flow would pay for the cache line every time.
+		if now := time.Now(); now.After(e.nextIdle) {
+			e.nextIdle = now.Add(idleLook)
+			busy = e.checkIdle()
+		}
+	}
 	for i := 0; i < len(e.dirty); i++ {
 		if e.dirty[i].pollCQ() {
 			busy = true
@@ -330,10 +339,12 @@ func (e *engine) TryWait() bool {
 	return ok
 }
 
-// idleTick is how often a sleeping reactor looks for paused writers. While
-// it polls (Config.Spin after activity) it looks on every round, about
-// every microsecond.
+// idleTick is how often a sleeping reactor looks for paused writers; while
+// it polls (Config.Spin after activity) it looks every idleLook.
 const idleTick = 50 * time.Microsecond
+
+// idleLook is how often a polling reactor looks for paused writers.
+const idleLook = 5 * time.Microsecond
 
 // watchIdle starts watching c's open page for a pause of its writer.
 func (e *engine) watchIdle(c *Conn) {

@@ -77,6 +77,23 @@ func (c *cursor) begin() error {
 	return nil
 }
 
+// record is the fast path of begin, chunk and consume together: the next
+// record of a page when it lies whole in the page and is within the
+// limit. It reports false, changing nothing, for anything else.
+func (c *cursor) record() ([]byte, bool) {
+	if !c.prefixed || c.inMsg || len(c.buf)-c.off < prefixSize {
+		return nil, false
+	}
+	n := binary.LittleEndian.Uint64(c.buf[c.off:])
+	start := c.off + prefixSize
+	if n > uint64(len(c.buf)-start) || n > c.max {
+		return nil, false
+	}
+	end := start + int(n)
+	c.off = end
+	return c.buf[start:end:end], true
+}
+
 // ready reports whether bytes of the current message (or an empty
 // message) are at hand in this buffer.
 func (c *cursor) ready() bool {

@@ -153,6 +153,9 @@ func (m Message) Release() {
 func (c *Conn) NextMessage() (Message, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if m, ok := c.nextInPage(); ok {
+		return m, nil
+	}
 	if err := c.readable(); err != nil {
 		return Message{}, err
 	}
@@ -175,6 +178,102 @@ func (c *Conn) NextMessage() (Message, error) {
 		return Message{}, err
 	}
 	return Message{c: c, b: buf[:n:n], slot: -1}, nil
+}
+
+// Next returns the next message without copying it: the slice points into
+// the receive buffer and is valid only until the next read on c (Read,
+// ReadMessage, AppendMessage, MessageLen, Next or NextMessage) or Close.
+// It is the cheapest way to read; use NextMessage to keep messages longer.
+// A message that arrived in several buffers is joined in a buffer of c's
+// own that the next such message reuses.
+func (c *Conn) Next() ([]byte, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return c.next()
+}
+
+// NextBatch is Next for many messages at once: it waits for one message,
+// then adds those that are already at hand, up to len(dst), and returns
+// how many it stored in dst. They are valid until the next read on c.
+// Taking the connection's read lock once per batch instead of once per
+// message makes it the cheapest way to read small messages.
+func (c *Conn) NextBatch(dst [][]byte) (int, error) {
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	b, err := c.next()
+	if err != nil {
+		return 0, err
+	}
+	dst[0] = b
+	n := 1
+	for ; n < len(dst) && c.cur >= 0; n++ {
+		b, ok := c.rc.record()
+		if !ok {
+			break
+		}
+		c.rxBytes += uint64(len(b))
+		dst[n] = b
+	}
+	c.rxMsgs += uint64(n - 1)
+	return n, nil
+}
+
+func (c *Conn) next() ([]byte, error) {
+	if c.cur >= 0 && c.rdl.Load() == 0 && !c.closed.Load() {
+		if b, ok := c.rc.record(); ok {
+			c.rxBytes += uint64(len(b))
+			c.rxMsgs++
+			return b, nil
+		}
+	}
+	if err := c.readable(); err != nil {
+		return nil, err
+	}
+	if err := c.waitMessage(); err != nil {
+		return nil, err
+	}
+	if ch := c.rc.chunk(); uint64(len(ch)) == c.rc.left {
+		// The buffer stays the reader's until its next read.
+		c.rc.consume(len(ch))
+		c.rxBytes += uint64(len(ch))
+		c.rxMsgs++
+		return ch, nil
+	}
+	buf := c.joined
+	if n := int(c.rc.left); cap(buf) < n {
+		buf = make([]byte, n)
+		if n <= c.spareLimit() {
+			c.joined = buf // kept for the next one; larger ones are not
+		}
+	}
+	n, err := c.readRest(buf[:c.rc.left])
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n:n], nil
+}
+
+// nextInPage is NextMessage's common case: the next record lies whole in
+// the page the reader holds, and no deadline or Close needs looking at.
+func (c *Conn) nextInPage() (Message, bool) {
+	if c.cur < 0 || c.rdl.Load() != 0 || c.closed.Load() || !c.zeroCopy.Load() {
+		return Message{}, false
+	}
+	b, ok := c.rc.record()
+	if !ok {
+		return Message{}, false
+	}
+	c.rxBytes += uint64(len(b))
+	c.rxMsgs++
+	c.handed++
+	m := Message{c: c, b: b, slot: int32(c.cur)}
+	if c.rc.off == len(c.rc.buf) {
+		c.leaveBuffer()
+	}
+	return m, true
 }
 
 // maxSpares bounds the spare buffers a connection keeps for NextMessage,
@@ -332,7 +431,7 @@ func (c *Conn) freeBuffer(slot uint32) {
 
 // readable checks, before a read, for Close and a passed deadline.
 func (c *Conn) readable() error {
-	if isClosed(c.closing) {
+	if c.closed.Load() {
 		return c.opError("read", net.ErrClosed)
 	}
 	if expired(&c.rdl) {

@@ -25,7 +25,52 @@ import (
 // the maximum size fails with ErrMessageTooLarge; a deadline that passes
 // half-way through a message larger than a buffer leaves the write side
 // unusable, as a message cannot be taken back.
-func (c *Conn) Write(p []byte) (int, error) { return c.write(nil, p, false) }
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.ht {
+		c.wmu.Lock()
+		if c.appendToPage(p) {
+			c.wmu.Unlock()
+			return len(p), nil
+		}
+		c.wmu.Unlock()
+	}
+	return c.write(nil, p, false)
+}
+
+// appendToPage is the common case of a HighThroughput write, a message
+// that fits the open page: it touches nothing shared but the lock (no
+// deadline, no reactor). It reports false, writing nothing, otherwise.
+// Under wmu.
+func (c *Conn) appendToPage(p []byte) bool {
+	if !c.wOpen || c.pw.room() < 2*prefixSize+len(p) || c.wdl.Load() != 0 ||
+		c.closed.Load() || c.ended.Load() || c.werr != nil || len(p) > c.maxSend {
+		return false
+	}
+	c.pw.putPrefix(len(p))
+	c.pw.put(p)
+	c.wMsgs++
+	c.wBytes += uint64(len(p))
+	return true
+}
+
+// WriteBatch writes each element of msgs as one message, as Write would
+// one by one, and returns how many it wrote. Taking the connection's write
+// lock once per batch instead of once per message makes it the cheapest
+// way to write small messages in HighThroughput mode. On an error the
+// messages before the failed one were written.
+func (c *Conn) WriteBatch(msgs [][]byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for i, p := range msgs {
+		if c.ht && c.appendToPage(p) {
+			continue
+		}
+		if _, err := c.writeLocked(nil, p, false); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
 
 // WriteContext is Write bounded by ctx as well as by the write deadline.
 func (c *Conn) WriteContext(ctx context.Context, p []byte) (int, error) {
@@ -63,6 +108,10 @@ func (c *Conn) write(ctx context.Context, p []byte, try bool) (int, error) {
 		return 0, c.opError("write", ErrWouldBlock)
 	}
 	defer c.wmu.Unlock()
+	return c.writeLocked(ctx, p, try)
+}
+
+func (c *Conn) writeLocked(ctx context.Context, p []byte, try bool) (int, error) {
 	if err := c.writable(len(p)); err != nil {
 		return 0, err
 	}
@@ -79,11 +128,11 @@ func (c *Conn) write(ctx context.Context, p []byte, try bool) (int, error) {
 // connection and the size limit.
 func (c *Conn) writable(n int) error {
 	switch {
-	case isClosed(c.closing):
+	case c.closed.Load():
 		return c.opError("write", net.ErrClosed)
 	case expired(&c.wdl):
 		return c.opError("write", os.ErrDeadlineExceeded)
-	case isClosed(c.dead):
+	case c.ended.Load():
 		return c.writeDeadErr()
 	case c.werr != nil:
 		return c.werr
