@@ -310,6 +310,10 @@ var bufferedSizes = []int{8, 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20}
 func BenchmarkBuffered(b *testing.B) {
 	for _, size := range bufferedSizes {
 		b.Run(sizeName(size)+"/netio-ht", func(b *testing.B) { streamBuffered(b, size) })
+		if size == 64 {
+			// The idle flush must cost nothing while the writer writes.
+			b.Run(sizeName(size)+"/netio-ht-no-idle-flush", func(b *testing.B) { streamBuffered(b, size, netio.WithNoIdleFlush()) })
+		}
 		if size <= 1<<10 {
 			b.Run(sizeName(size)+"/netio-ht-batch", func(b *testing.B) { streamBufferedBatch(b, size) })
 		}
@@ -358,8 +362,8 @@ func streamRun(b *testing.B, size int, send func(n int) error, recv func(n int) 
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
-func streamBuffered(b *testing.B, size int) {
-	c, s := pair(b, netio.WithMode(netio.HighThroughput))
+func streamBuffered(b *testing.B, size int, opts ...netio.Option) {
+	c, s := pair(b, append(opts, netio.WithMode(netio.HighThroughput))...)
 	msg := make([]byte, size)
 	parks := netio.ReaderParks()
 	defer func() {
@@ -368,6 +372,7 @@ func streamBuffered(b *testing.B, size int) {
 		st := c.Stats()
 		b.ReportMetric(100*float64(st.CreditWait)/float64(b.Elapsed()), "credit-wait-%")
 		b.ReportMetric(float64(netio.ReaderParks()-parks)/float64(st.PagesSent), "parks/page")
+		b.ReportMetric(100*float64(st.FlushesIdle)/float64(st.PagesSent), "idle-flush-%")
 	}()
 	streamRun(b, size, func(n int) error {
 		for i := 0; i < n; i++ {
@@ -462,5 +467,30 @@ func streamTCPBufio(b *testing.B, size int) {
 			}
 		}
 		return nil
+	})
+}
+
+// BenchmarkBufferedLowRate is the latency of a HighThroughput connection
+// when messages are rare: one 64-byte message at a time, ns/op from Write
+// to the reader having it. With the idle flush (the default) the page goes
+// out when the writer pauses; with NetIO's rules alone (NoIdleFlush) it
+// waits for the flush interval. LowLatency mode is the reference.
+func BenchmarkBufferedLowRate(b *testing.B) {
+	run := func(b *testing.B, opts ...netio.Option) {
+		c, s := pair(b, opts...)
+		msg := make([]byte, 64)
+		for i := 0; i < b.N; i++ {
+			if _, err := c.Write(msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Next(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("low-latency", func(b *testing.B) { run(b) })
+	b.Run("ht-idle-flush", func(b *testing.B) { run(b, netio.WithMode(netio.HighThroughput)) })
+	b.Run("ht-timer-only-2s", func(b *testing.B) {
+		run(b, netio.WithMode(netio.HighThroughput), netio.WithNoIdleFlush())
 	})
 }
