@@ -11,7 +11,7 @@ endif
 # apt-get needs root; use sudo only when we are not root and it exists.
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
 
-.PHONY: deps demo test bench compare
+.PHONY: deps demo test bench compare fuzz
 
 # netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
 # shows which providers this machine has.
@@ -30,6 +30,24 @@ test: deps
 
 bench: deps
 	go test -run '^$$' -bench . -benchmem -count 5 .
+
+# Every fuzz target of the module, FUZZTIME each, one after another: go
+# test fuzzes one target of one package at a time. Targets are found by
+# grep in the test files of the module's packages (not benchmarks/, a
+# module of its own), so new ones are picked up. A crasher stops the run
+# and is saved under the package's testdata/fuzz/<Target>/, where plain
+# go test then runs it. FUZZFLAGS=-parallel=1 keeps to one worker.
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+
+fuzz: deps
+	@set -e; for pkg in $$(go list ./...); do \
+		dir=$$(go list -f '{{.Dir}}' $$pkg); \
+		for name in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | cut -d' ' -f2); do \
+			echo "go test -run '^\$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg"; \
+			go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+		done; \
+	done
 
 # Side-by-side comparison with ZeroMQ, Go's net.TCPConn and bare libfabric,
 # each sender and receiver in its own process (benchmarks/, a nested module
