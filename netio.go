@@ -19,6 +19,17 @@
 // peer that has no receive buffer posted for it, which is what verbs
 // requires, and Write blocks when the peer stops reading.
 //
+// In HighThroughput mode (WithMode) a connection is NetIO's buffered
+// socket: Write copies the message behind an 8-byte length into the
+// current page, and whole pages go out when full, on Flush, when the
+// writer pauses and at the latest after FlushInterval. The reader decodes
+// pages in its own goroutine; Next and NextBatch return messages without
+// copying them, valid until the next read, and NextMessage returns one
+// that stays valid until its Release. WriteBatch and NextBatch take the
+// connection's lock once for many messages. TryWrite returns ErrWouldBlock
+// instead of waiting for a free page; Stats counts messages, pages,
+// flushes by cause and the time spent waiting for credit.
+//
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken
 // through an eventfd doorbell only when it is about to sleep (see package
