@@ -138,99 +138,165 @@ const (
 	nextMessageStyle          // NextMessage, holding every message to the end
 	appendMessageStyle        // AppendMessage after a prefix
 	readStreamStyle           // Read, size+1 bytes at a time
+	nextStyle                 // Next, copied at once: valid until the next read
+	nextBatchStyle            // NextBatch, size+1 messages at most
+	mixedStyle                // the message styles in turn, in an order size sets
 	readStyles
 )
+
+var mixedStyles = []int{readMessageStyle, nextMessageStyle, appendMessageStyle, nextStyle, nextBatchStyle}
 
 type readResult struct {
 	msgs     [][]byte // whole messages, in the message styles
 	stream   []byte   // every byte read, in readStreamStyle
-	zeroCopy []bool   // NextMessage: message i came out of its page
+	zeroCopy []bool   // nextMessageStyle: message i came out of its page
 	err      error    // what ended the reading
+}
+
+// heldMessage is a Message from NextMessage and what it held when read.
+type heldMessage struct {
+	m Message
+	b []byte
 }
 
 // readAll reads c until an error, at most limit calls, and checks on the
 // way what holds of every read: no read returns bytes outside a received
-// page or nothing at all, a Message from a page lies within that page, and
-// the error that ends reading is returned again.
-func readAll(t *testing.T, c *Conn, style, size, limit int) (r readResult, held []Message) {
+// page or nothing at all, a Message from a page lies within that page,
+// Messages do not change while later ones are read, and the error that
+// ends reading is returned again.
+func readAll(t *testing.T, c *Conn, style, size, limit int) (r readResult, held []heldMessage) {
 	buf := make([]byte, size*16)
 	p := make([]byte, size+1)
-	for calls := 1; ; calls++ {
-		if calls > limit {
-			t.Fatalf("read %d (%d messages, %d bytes) and still going: more than the input holds", calls, len(r.msgs), len(r.stream))
-		}
-		var msg []byte
-		var err error
+	batch := make([][]byte, size+1)
+	read := func(style int) ([][]byte, error) {
 		switch style {
 		case readMessageStyle:
-			var n int
-			n, err = c.ReadMessage(buf)
-			switch {
-			case errors.Is(err, io.ErrShortBuffer):
+			n, err := c.ReadMessage(buf)
+			if errors.Is(err, io.ErrShortBuffer) {
 				l, lerr := c.MessageLen()
 				if lerr != nil || l <= len(buf) {
 					t.Fatalf("ReadMessage of %d bytes: short buffer, but MessageLen says %d, %v", len(buf), l, lerr)
 				}
-				if msg, err = c.AppendMessage(nil); err == nil && len(msg) != l {
+				msg, err := c.AppendMessage(nil)
+				if err == nil && len(msg) != l {
 					t.Fatalf("MessageLen said %d bytes, AppendMessage returned %d", l, len(msg))
 				}
-			case err == nil:
-				msg = bytes.Clone(buf[:n])
+				return [][]byte{msg}, err
 			}
+			return [][]byte{bytes.Clone(buf[:n])}, err
 		case nextMessageStyle:
-			var m Message
-			if m, err = c.NextMessage(); err == nil {
-				checkInPage(t, c, m)
-				held = append(held, m)
-				msg = bytes.Clone(m.Bytes())
-				r.zeroCopy = append(r.zeroCopy, m.slot >= 0)
+			m, err := c.NextMessage()
+			if err != nil {
+				return nil, err
 			}
+			checkInPage(t, c, m)
+			msg := bytes.Clone(m.Bytes())
+			held = append(held, heldMessage{m, msg})
+			return [][]byte{msg}, nil
 		case appendMessageStyle:
 			dst := append(make([]byte, 0, 3+size), "pfx"...)
-			var got []byte
-			got, err = c.AppendMessage(dst)
+			got, err := c.AppendMessage(dst)
 			if len(got) < 3 || string(got[:3]) != "pfx" {
 				t.Fatalf("AppendMessage lost the bytes already in dst: %q, %v", got, err)
 			}
-			msg = got[3:]
-		case readStreamStyle:
-			var n int
-			n, err = c.Read(p)
+			return [][]byte{got[3:]}, err
+		case nextStyle:
+			b, err := c.Next()
+			if err != nil {
+				return nil, err
+			}
+			checkInRx(t, c, b)
+			return [][]byte{bytes.Clone(b)}, nil
+		case nextBatchStyle:
+			n, err := c.NextBatch(batch)
+			if err != nil || n < 1 || n > len(batch) {
+				if err == nil || n != 0 {
+					t.Fatalf("NextBatch of %d: %d, %v", len(batch), n, err)
+				}
+				return nil, err
+			}
+			msgs := make([][]byte, n)
+			for i, b := range batch[:n] {
+				checkInRx(t, c, b)
+				msgs[i] = bytes.Clone(b)
+			}
+			return msgs, nil
+		}
+		panic("unknown read style " + strconv.Itoa(style))
+	}
+	turn := uint8(size)
+	for calls := 1; ; calls++ {
+		if calls > limit {
+			t.Fatalf("read %d (%d messages, %d bytes) and still going: more than the input holds", calls, len(r.msgs), len(r.stream))
+		}
+		if style == readStreamStyle {
+			n, err := c.Read(p)
 			if n > 0 && err != nil || n == 0 && err == nil {
 				t.Fatalf("Read of %d bytes: %d, %v", len(p), n, err)
 			}
 			r.stream = append(r.stream, p[:n]...)
-			if err == nil {
-				continue
+			if err != nil {
+				r.err = err
+				break
 			}
+			continue
 		}
+		s := style
+		if style == mixedStyle {
+			turn = turn*37 + 11
+			s = mixedStyles[int(turn)%len(mixedStyles)]
+		}
+		msgs, err := read(s)
 		if err != nil {
 			r.err = err
 			break
 		}
-		r.msgs = append(r.msgs, msg)
+		r.msgs = append(r.msgs, msgs...)
+		if style == nextMessageStyle {
+			r.zeroCopy = append(r.zeroCopy, held[len(held)-1].m.slot >= 0)
+		}
 	}
-	// A connection that ended stays ended, for the same reason.
-	var err error
-	switch style {
-	case readMessageStyle:
-		_, err = c.ReadMessage(buf)
-	case nextMessageStyle:
-		_, err = c.NextMessage()
-	case appendMessageStyle:
-		_, err = c.AppendMessage(nil)
-	case readStreamStyle:
-		_, err = c.Read(p)
+	// A connection that ended stays ended, for the same reason, whichever
+	// way it is read.
+	for s := range readStyles - 1 {
+		var err error
+		if s == readStreamStyle {
+			_, err = c.Read(p)
+		} else {
+			_, err = read(s)
+		}
+		if err == nil || errorClass(err) != errorClass(r.err) {
+			t.Fatalf("read style %d after %v returned %v; want that error again", s, r.err, err)
+		}
 	}
-	if err == nil || errorClass(err) != errorClass(r.err) {
-		t.Fatalf("the read after %v returned %v; want that error again", r.err, err)
-	}
-	for i, m := range held {
-		if !bytes.Equal(m.Bytes(), r.msgs[i]) {
+	for i, h := range held {
+		if !bytes.Equal(h.m.Bytes(), h.b) {
 			t.Fatalf("message %d from NextMessage changed while later ones were read", i)
 		}
 	}
 	return r, held
+}
+
+// checkInRx checks that b, if it lies in c's receive buffers, lies within
+// the payload of one, and that its capacity ends with it.
+func checkInRx(t *testing.T, c *Conn, b []byte) {
+	if cap(b) != len(b) {
+		t.Fatalf("message of %d bytes has capacity %d", len(b), cap(b))
+	}
+	if len(b) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(c.rxMem)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if at < base || at >= base+uintptr(len(c.rxMem)) {
+		return // joined in a buffer of the Conn's own
+	}
+	slot := int(at-base) / c.rxBufSize
+	off := int(at-base) - slot*c.rxBufSize
+	h := readHeader(c.rxMem[slot*c.rxBufSize:])
+	if off < headerSize || off+len(b) > headerSize+int(h.fragLen) {
+		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, headerSize, headerSize+int(h.fragLen))
+	}
 }
 
 // checkInPage checks that a Message handed out of a receive buffer lies
@@ -258,7 +324,7 @@ func checkInPage(t *testing.T, c *Conn, m Message) {
 // chose, and checks that no buffer goes back to the reactor while a
 // Message from it is held, and that every buffer handed to the reader
 // goes back exactly once, or is still waiting to be read.
-func finish(t *testing.T, c *Conn, held []Message, closeFirst bool, pushed []uint32) {
+func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed []uint32) {
 	freed := map[uint32]int{}
 	drain := func(r *spscRing) {
 		for {
@@ -271,9 +337,9 @@ func finish(t *testing.T, c *Conn, held []Message, closeFirst bool, pushed []uin
 	}
 	checkHeld := func(when string) {
 		drain(c.rxFree)
-		for i, m := range held {
-			if m.slot >= 0 && freed[uint32(m.slot)] > 0 {
-				t.Fatalf("%s: receive buffer %d went back to the reactor while message %d from it is held", when, m.slot, i)
+		for i, h := range held {
+			if h.m.slot >= 0 && freed[uint32(h.m.slot)] > 0 {
+				t.Fatalf("%s: receive buffer %d went back to the reactor while message %d from it is held", when, h.m.slot, i)
 			}
 		}
 	}
@@ -282,8 +348,8 @@ func finish(t *testing.T, c *Conn, held []Message, closeFirst bool, pushed []uin
 		c.Close()
 		checkHeld("after Close")
 	}
-	for _, m := range held {
-		m.Release()
+	for _, h := range held {
+		h.m.Release()
 	}
 	if !closeFirst {
 		c.Close()
@@ -439,9 +505,10 @@ func (m *pageModel) end() error {
 //
 //	[opts] [max] buffer...
 //
-// opts: bits 0-1 the read style, bit 2 bypass (see deliver), bits 3-7 a
-// size s (ReadMessage reads into 16s bytes, Read into s+1), and whether
-// Close comes before the held messages are released (s odd). max: the
+// opts: bits 0-2 the read style (7 is mixedStyle too), bit 3 bypass (see
+// deliver), bits 4-7 a size s (ReadMessage reads into 16s bytes, Read into
+// s+1, NextBatch into s+1 slots, and s sets mixedStyle's order), and
+// whether Close comes before the held messages are released (s odd). max: the
 // largest message, 4×max, or 64 KiB for 0. Each buffer:
 //
 //	[ctl] [len, 2 bytes LE] payload (len bytes, or what is left)
@@ -474,7 +541,7 @@ func parseDecoderInput(data []byte) *decoderInput {
 	if len(data) > 0 {
 		mx, data = data[0], data[1:]
 	}
-	d.style, d.bypass, d.size = int(opts&3), opts&4 != 0, int(opts>>3)
+	d.style, d.bypass, d.size = min(int(opts&7), mixedStyle), opts&8 != 0, int(opts>>4)
 	d.max = 1 << 16
 	if mx != 0 {
 		d.max = uint64(mx) * 4
@@ -612,25 +679,27 @@ func sentPages(t *testing.T, c *Conn) (pages [][]byte) {
 //
 //	[page, 2 bytes LE] [opts] [max] message...
 //
-// page: the page's payload is 8 + page%4089 bytes. opts: bits 0-1 the
-// read style, bits 2-6 a size s as in the decoder's input, bit 7 whether
+// page: the page's payload is 8 + page%4089 bytes. opts: bits 0-2 the
+// read style, bits 3-6 a size s as in the decoder's input, bit 7 whether
 // Close comes before the held messages are released. max: the largest
 // message, 32×max, or 1 MiB for 0. Each message:
 //
 //	[ctl] [len, 2 bytes LE]
 //
 // is len bytes (16×len if ctl bit 2 is set) made from its number and ctl;
-// ctl bit 0 flushes before it, bit 1 sends it with TryWrite. A message
-// above max must be refused and is not expected back. At most 64 KiB of
-// messages in all.
+// ctl bit 0 flushes before it, bit 1 sends it with TryWrite, bit 3 sends
+// it in one WriteBatch with the messages before it that have bit 3 set
+// and the one before those (the flush and TryWrite bits of the batched
+// ones do not count). A message above max must be refused and is not
+// expected back. At most 64 KiB of messages in all.
 const (
 	fuzzMaxTotal    = 64 << 10
 	fuzzMaxMessages = 1024
 )
 
 type roundTripMessage struct {
-	b          []byte
-	flush, try bool
+	b                 []byte
+	flush, try, batch bool // batch: written with the message before
 }
 
 func parseRoundTripInput(data []byte) (pageCap, style, size int, closeFirst bool, maxSend int, msgs []roundTripMessage) {
@@ -655,7 +724,7 @@ func parseRoundTripInput(data []byte) (pageCap, style, size int, closeFirst bool
 	if b := next(1); len(b) > 0 {
 		mx = b[0]
 	}
-	style, size, closeFirst = int(opts&3), int(opts>>2&0x1f), opts&0x80 != 0
+	style, size, closeFirst = min(int(opts&7), mixedStyle), int(opts>>3&0xf), opts&0x80 != 0
 	maxSend = 1 << 20
 	if mx != 0 {
 		maxSend = int(mx) * 32
@@ -673,7 +742,11 @@ func parseRoundTripInput(data []byte) (pageCap, style, size int, closeFirst bool
 		for j := range b {
 			b[j] = byte(len(msgs)*131 + j*7 + j>>8 + int(ctl))
 		}
-		msgs = append(msgs, roundTripMessage{b: b, flush: ctl&1 != 0, try: ctl&2 != 0})
+		m := roundTripMessage{b: b, flush: ctl&1 != 0, try: ctl&2 != 0, batch: ctl&8 != 0 && len(msgs) > 0}
+		if m.batch {
+			m.flush, m.try = false, false
+		}
+		msgs = append(msgs, m)
 	}
 	return
 }
@@ -724,42 +797,80 @@ func pageLayout(pageCap, maxSend int, msgs []roundTripMessage) (pages []int) {
 
 func runRoundTrip(t *testing.T, data []byte) {
 	pageCap, style, size, closeFirst, maxSend, msgs := parseRoundTripInput(data)
-	longest := 0
+	// Enough send buffers for the pages a write (a batch) may fill and the
+	// open page; the pages are taken after every write, as the reactor
+	// would send them.
+	slots, group := 1, 0
 	for _, m := range msgs {
-		longest = max(longest, len(m.b))
+		if !m.batch {
+			group = 0
+		}
+		group += 2 + (prefixSize+len(m.b))/pageCap
+		slots = max(slots, group+1)
 	}
-	// Enough send buffers for the longest message and the open page; the
-	// pages are taken after every write, as the reactor would send them.
-	slots := (prefixSize+longest+pageCap-1)/pageCap + 2
 	w := newWritingConn(t, pageCap, slots, maxSend)
 	var pages, want [][]byte
-	for i, m := range msgs {
+	for i := 0; i < len(msgs); {
+		m := msgs[i]
 		if m.flush {
 			if err := w.Flush(); err != nil {
 				t.Fatalf("Flush before message %d: %v", i, err)
 			}
 		}
-		var n int
-		var err error
-		if m.try {
-			n, err = w.TryWrite(m.b)
-		} else {
-			n, err = w.Write(m.b)
+		j := i + 1
+		for j < len(msgs) && msgs[j].batch {
+			j++
 		}
-		if len(m.b) > maxSend {
-			if n != 0 || !errors.Is(err, ErrMessageTooLarge) {
-				t.Fatalf("write %d of %d bytes, limit %d: %d, %v; want ErrMessageTooLarge", i, len(m.b), maxSend, n, err)
+		if j-i > 1 {
+			// WriteBatch stops at a message above the limit: the rest go
+			// in another batch.
+			for b := msgs[i:j]; len(b) > 0; {
+				bufs := make([][]byte, len(b))
+				for k := range b {
+					bufs[k] = b[k].b
+				}
+				n, err := w.WriteBatch(bufs)
+				for _, m := range b[:n] {
+					if len(m.b) > maxSend {
+						t.Fatalf("WriteBatch wrote a message of %d bytes, limit %d", len(m.b), maxSend)
+					}
+					want = append(want, m.b)
+				}
+				if err == nil {
+					if n != len(b) {
+						t.Fatalf("WriteBatch of %d messages: %d, nil", len(b), n)
+					}
+					break
+				}
+				if n >= len(b) || len(b[n].b) <= maxSend || !errors.Is(err, ErrMessageTooLarge) {
+					t.Fatalf("WriteBatch of %d messages (limit %d) stopped at %d: %v", len(b), maxSend, n, err)
+				}
+				b = b[n+1:]
 			}
 		} else {
-			if n != len(m.b) || err != nil {
-				t.Fatalf("write %d of %d bytes (TryWrite %v) with %d free send buffers: %d, %v", i, len(m.b), m.try, slots, n, err)
+			var n int
+			var err error
+			if m.try {
+				n, err = w.TryWrite(m.b)
+			} else {
+				n, err = w.Write(m.b)
 			}
-			want = append(want, m.b)
+			if len(m.b) > maxSend {
+				if n != 0 || !errors.Is(err, ErrMessageTooLarge) {
+					t.Fatalf("write %d of %d bytes, limit %d: %d, %v; want ErrMessageTooLarge", i, len(m.b), maxSend, n, err)
+				}
+			} else {
+				if n != len(m.b) || err != nil {
+					t.Fatalf("write %d of %d bytes (TryWrite %v) with %d free send buffers: %d, %v", i, len(m.b), m.try, slots, n, err)
+				}
+				want = append(want, m.b)
+			}
 		}
 		if w.wOpen && w.pw.room() < prefixSize {
 			t.Fatalf("after write %d the open page has %d bytes left: too few for a length, it should have been sent", i, w.pw.room())
 		}
 		pages = append(pages, sentPages(t, w)...)
+		i = j
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -809,7 +920,7 @@ func runRoundTrip(t *testing.T, data []byte) {
 	}
 	// A message that fits in a page with its length is never split: it
 	// comes out of its page without a copy. A larger one cannot help it.
-	for i, zc := range r.zeroCopy {
+	for i, zc := range r.zeroCopy { // nextMessageStyle
 		if fits := prefixSize+len(want[i]) <= pageCap; zc != fits {
 			t.Fatalf("message %d of %d bytes in pages of %d: handed out of its page %v, want %v", i, len(want[i]), pageCap, zc, fits)
 		}
@@ -833,9 +944,9 @@ func FuzzPageRoundTrip(f *testing.F) {
 type decoderSeed []byte
 
 func newDecoderSeed(style, size int, bypass bool, maxByte byte) decoderSeed {
-	opts := byte(style) | byte(size)<<3
+	opts := byte(style) | byte(size)<<4
 	if bypass {
-		opts |= 4
+		opts |= 8
 	}
 	return decoderSeed{opts, maxByte}
 }
@@ -903,9 +1014,15 @@ func decoderSeeds() []pageSeed {
 		{"records-readmessage-short-buffer", ht(readMessageStyle, 2).page(recs("a", "", "hello", string(fill(100, 'x')))), io.EOF, 4},
 		{"records-read-stream", ht(readStreamStyle, 2).page(recs("abc", "", "defgh")).page(recs("ij")), io.EOF, 0},
 		{"empty-messages-end-page", ht(nextMessageStyle, 1).page(recs("one", "", "")).page(recs("", "two")), io.EOF, 5},
+		{"records-next", ht(nextStyle, 0).page(recs("a", "", "hello", string(fill(100, 'x')))).page(recs("b")), io.EOF, 5},
+		{"records-nextbatch", ht(nextBatchStyle, 2).page(recs("a", "", "hello", string(fill(100, 'x')))).page(recs("b", "c")), io.EOF, 6},
+		{"records-mixed", ht(mixedStyle, 5).page(recs("a", "", "hello", string(fill(100, 'x')), "six")).page(recs("b", "c", "", "d", "e", "f")), io.EOF, 11},
 		{"split-two-pages", ht(appendMessageStyle, 0).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
 		{"split-three-pages", newDecoderSeed(nextMessageStyle, 0, false, 0).page(cat(recs("x"), rec(len(split), split[:1000]))).page(split[1000:2000]).page(cat(split[2000:], recs("end"))), io.EOF, 3},
-		{"split-exact-end", ht(readMessageStyle, 31).page(rec(600, fill(300, 'a'))).page(fill(300, 'b')).page(recs("next")), io.EOF, 2},
+		{"split-exact-end", ht(readMessageStyle, 15).page(rec(600, fill(300, 'a'))).page(fill(300, 'b')).page(recs("next")), io.EOF, 2},
+		{"split-next", ht(nextStyle, 0).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z"))), io.EOF, 5},
+		{"split-nextbatch", ht(nextBatchStyle, 4).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y", "w"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z"))), io.EOF, 6},
+		{"split-mixed", ht(mixedStyle, 1).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y", "w"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z", "", "q"), rec(20, fill(3, 'r')))).page(fill(17, 's')), io.EOF, 9},
 		{"split-read-stream", ht(readStreamStyle, 6).page(rec(50, fill(20, 'a'))).page(cat(fill(30, 'b'), recs("tail"))), io.EOF, 0},
 		{"truncated-prefix-1", ht(readMessageStyle, 2).page(cat(recs("ok"), []byte{1})), ErrProtocol, 1},
 		{"truncated-prefix-7", ht(nextMessageStyle, 0).page(cat(recs("ok"), make([]byte, 7))), ErrProtocol, 1},
@@ -918,6 +1035,8 @@ func decoderSeeds() []pageSeed {
 		{"continuation-one-less", ht(appendMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(cat(fill(50, 'b'), recs("c")), lieDown|1), ErrProtocol, 0},
 		{"continuation-on-first-page", ht(nextMessageStyle, 0).page(cat(fill(5, 'c'), recs("x")), 5), ErrProtocol, 0},
 		{"continuation-on-first-page-after-message", ht(nextMessageStyle, 0).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
+		{"continuation-on-first-page-after-message-next", ht(nextStyle, 0).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
+		{"continuation-on-first-page-after-message-nextbatch", ht(nextBatchStyle, 3).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
 		{"continuation-after-whole-message", ht(readMessageStyle, 4).page(recs("done")).page(cat(fill(3, 'c'), recs("x")), 3), ErrProtocol, 1},
 		{"empty-page-inside-message", ht(nextMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(nil), ErrProtocol, 0},
 		{"over-maximum", ht(readMessageStyle, 1).page(cat(recs("ok"), rec(1001, fill(10, 'o')))), ErrMessageTooLarge, 1},
@@ -942,7 +1061,7 @@ type roundTripSeed []byte
 
 func newRoundTripSeed(pageCap, style, size int, closeFirst bool, maxByte byte) roundTripSeed {
 	p := pageCap - prefixSize
-	opts := byte(style) | byte(size)<<2
+	opts := byte(style) | byte(size)<<3
 	if closeFirst {
 		opts |= 0x80
 	}
@@ -953,6 +1072,7 @@ const (
 	rtFlush = 1
 	rtTry   = 2
 	rtLong  = 4
+	rtBatch = 8
 )
 
 func (s roundTripSeed) msg(n int, ctl byte) roundTripSeed {
@@ -981,6 +1101,10 @@ func roundTripSeeds() []pageSeed {
 		{"flushes", newRoundTripSeed(page, readMessageStyle, 3, false, 0).msg(10, rtFlush).msg(20, rtFlush).msg(0, rtFlush).msg(700, 0).msg(30, rtFlush), io.EOF, 0},
 		{"trywrite", newRoundTripSeed(64, nextMessageStyle, 0, false, 0).msg(10, rtTry).msg(200, rtTry).msg(56, rtTry|rtFlush).msg(57, rtTry), io.EOF, 0},
 		{"tiny-pages", newRoundTripSeed(8, readMessageStyle, 1, false, 0).msg(0, 0).msg(1, 0).msg(9, 0).msg(30, rtFlush), io.EOF, 0},
+		{"writebatch", newRoundTripSeed(200, nextBatchStyle, 3, false, 0).msg(10, 0).msg(20, rtBatch).msg(300, rtBatch).msg(0, rtBatch).msg(5, rtFlush).msg(180, rtBatch).msg(7, 0), io.EOF, 0},
+		{"writebatch-too-large", newRoundTripSeed(300, mixedStyle, 2, true, 4).msg(10, 0).msg(200, rtBatch).msg(20, rtBatch).msg(128, rtBatch).msg(129, rtBatch).msg(3, 0).msg(1000, rtBatch), io.EOF, 0},
+		{"read-next", newRoundTripSeed(100, nextStyle, 0, false, 0).msg(10, 0).msg(200, 0).msg(50, 0).msg(84, 0).msg(1, 0), io.EOF, 0},
+		{"read-mixed", newRoundTripSeed(100, mixedStyle, 7, false, 0).msg(10, 0).msg(200, 0).msg(50, 0).msg(84, rtBatch).msg(1, rtBatch).msg(0, 0).msg(92, 0).msg(9, 0).msg(33, rtFlush), io.EOF, 0},
 		{"too-large-refused", newRoundTripSeed(page, nextMessageStyle, 0, false, 4).msg(128, 0).msg(129, 0).msg(5, rtTry).msg(200, rtTry).msg(7, 0), io.EOF, 0},
 	}
 }
