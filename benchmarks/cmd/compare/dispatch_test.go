@@ -28,13 +28,22 @@ func testRunner(t *testing.T) *runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runner{exe: exe, warmup: 50 * time.Millisecond, measure: 200 * time.Millisecond}
+	r := &runner{exe: exe, warmup: 50 * time.Millisecond, measure: 200 * time.Millisecond}
+	path, remove, err := buildCPeer()
+	if err != nil {
+		r.cPeerErr = err
+		return r
+	}
+	t.Cleanup(remove)
+	r.cPeer = path
+	return r
 }
 
 func TestModesComplete(t *testing.T) {
 	seen := map[string]bool{}
 	for _, m := range append(append([]*mode(nil), streamModes...), latencyModes...) {
-		if seen[m.name] || m.label == "" || m.server == nil || m.client == nil || (m.timedBy != "server" && m.timedBy != "client") {
+		goSides, cSides := m.server != nil && m.client != nil, m.cArgs != nil && m.server == nil && m.client == nil
+		if seen[m.name] || m.label == "" || goSides == cSides || (m.timedBy != "server" && m.timedBy != "client") {
 			t.Errorf("mode %q is incomplete or repeated", m.name)
 		}
 		seen[m.name] = true
@@ -42,8 +51,24 @@ func TestModesComplete(t *testing.T) {
 			t.Errorf("findMode(%q) does not find it", m.name)
 		}
 	}
-	if streamModes[0].name != "netio" || latencyModes[0].name != "rtt-netio" {
-		t.Error("netio must come first: the ratio tables divide by the first row")
+	if streamModes[0].name != "netio" || streamModes[1].name != "netio-ht" || latencyModes[0].name != "rtt-netio" {
+		t.Error("netio must come first: the figure draws it in black, HT in blue")
+	}
+	for _, tg := range htTargets {
+		if findMode(tg.peer) == nil {
+			t.Errorf("target against unknown mode %q", tg.peer)
+		}
+	}
+}
+
+func TestZmqCArgs(t *testing.T) {
+	a := childArgs{Role: "server", Mode: "zmq-c", Size: 64, Warmup: 300 * time.Millisecond, Measure: time.Second}
+	if got, want := strings.Join(zmqCArgs(&a), " "), "server 64 1000 300000 1000000"; got != want {
+		t.Errorf("server args %q, want %q", got, want)
+	}
+	a.Role, a.Size, a.Addr = "client", 1<<20, "tcp://127.0.0.1:5555"
+	if got, want := strings.Join(zmqCArgs(&a), " "), "client 1048576 32 tcp://127.0.0.1:5555"; got != want {
+		t.Errorf("client args %q, want %q", got, want)
 	}
 }
 
@@ -63,19 +88,23 @@ func TestChildArgsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestQuickPoints runs one netio point and one tcp point through the real
-// dispatcher: two processes each, result from the receiver.
+// TestQuickPoints runs a netio LL, a netio HT, a C ZeroMQ and a tcp point
+// through the real dispatcher: two processes each, result from the
+// receiver.
 func TestQuickPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	var progress bytes.Buffer
-	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio"), findMode("tcp")}, latencyModes: []*mode{findMode("rtt-tcp")}, repeat: 1}
+	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio"), findMode("netio-ht"), findMode("zmq-c"), findMode("tcp")}, latencyModes: []*mode{findMode("rtt-tcp")}, repeat: 1}
 	r := testRunner(t)
+	if r.cPeerErr != nil {
+		t.Fatal(r.cPeerErr)
+	}
 	p.warmup, p.measure = r.warmup, r.measure
 	rep := execute(r, p, "test", &progress)
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 5 {
 		t.Errorf("progress has %d lines, want one per point:\n%s", len(lines), progress.String())
 	}
 	for _, pt := range append(rep.Stream, rep.Latency...) {
@@ -90,8 +119,11 @@ func TestQuickPoints(t *testing.T) {
 	if r := rep.Latency[0].Runs[0]; r.MedianNs <= 0 || r.P99Ns < r.MedianNs || r.Samples <= 0 {
 		t.Errorf("round trip result %+v", r)
 	}
-	if !strings.Contains(rep.Markdown(), "| netio / |") {
-		t.Error("no ratio table")
+	md := rep.Markdown()
+	for _, want := range []string{"| netio LL / |", "| netio HT / |", "| ZeroMQ PUSH/PULL (C), 64 B | at least 3x | 64 B "} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }
 
@@ -113,5 +145,22 @@ func TestDyingSenderReported(t *testing.T) {
 	}
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("took %v to notice", el)
+	}
+}
+
+func TestCPeerFailure(t *testing.T) {
+	r := testRunner(t)
+	r.cPeer, r.cPeerErr = "", errors.New("no gcc here")
+	if _, err := r.run(findMode("zmq-c"), 64); err == nil || !strings.Contains(err.Error(), "no gcc here") {
+		t.Errorf("err = %v, want the build error", err)
+	}
+	// A C peer that dies reports its stderr.
+	r = testRunner(t)
+	if r.cPeerErr != nil {
+		t.Skip(r.cPeerErr)
+	}
+	bad := &mode{name: "test-bad-c", timedBy: "server", cArgs: func(*childArgs) []string { return []string{"server", "4", "1", "1", "1"} }}
+	if _, err := r.run(bad, 64); err == nil || !strings.Contains(err.Error(), "size below 8 bytes") {
+		t.Errorf("err = %v, want zmq_thr's complaint", err)
 	}
 }

@@ -8,6 +8,9 @@
 //
 //	go run ./cmd/compare          # the full comparison, about 5 minutes
 //	go run ./cmd/compare -quick   # fewer sizes, shorter points, one repeat: about a minute
+//
+// The ZeroMQ PUSH/PULL row from C is csrc/zmq_thr.c, which the run builds
+// with gcc -O2 and -lzmq into a temporary directory.
 package main
 
 import (
@@ -29,6 +32,18 @@ import (
 
 var fullSizes = []int{8, 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20}
 
+// quickSizes are -quick's: those the HighThroughput targets name (64 B
+// and 4 KiB up) and the ends of the range.
+var quickSizes = []int{8, 64, 4 << 10, 64 << 10, 1 << 20}
+
+func sizeList(sizes []int) string {
+	var s []string
+	for _, n := range sizes {
+		s = append(s, sizeLabel(n))
+	}
+	return strings.Join(s, ", ")
+}
+
 // plan is what one invocation measures.
 type plan struct {
 	sizes           []int
@@ -48,7 +63,7 @@ func main() {
 
 func parentMain(args []string) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	quick := fs.Bool("quick", false, "fewer sizes (8 B, 1 KiB, 64 KiB, 1 MiB), 0.2 s + 0.5 s points, one repeat; results in results/quick")
+	quick := fs.Bool("quick", false, "fewer sizes ("+sizeList(quickSizes)+"), 0.2 s + 0.5 s points, one repeat; results in results/quick")
 	sizes := fs.String("sizes", "", "comma-separated message sizes in bytes (default: 8 B to 1 MiB)")
 	modes := fs.String("modes", "", "comma-separated modes to run (default: all); stream: "+modeNames(streamModes)+"; round trip: "+modeNames(latencyModes))
 	repeat := fs.Int("repeat", 0, "runs per point (default 3, quick 1)")
@@ -74,7 +89,7 @@ func parentMain(args []string) int {
 	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes,
 		repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
 	if *quick {
-		p.sizes = []int{8, 1 << 10, 64 << 10, 1 << 20}
+		p.sizes = quickSizes
 		p.repeat, p.warmup, p.measure, p.out = 1, 200*time.Millisecond, 500*time.Millisecond, filepath.Join("results", "quick")
 	}
 	if *sizes != "" {
@@ -125,7 +140,18 @@ func parentMain(args []string) int {
 		cmd = "cd benchmarks && go run ./cmd/compare " + strings.Join(args, " ") + "`"
 	}
 	cmd = "`" + cmd
-	rep := execute(&runner{exe: exe, warmup: p.warmup, measure: p.measure}, p, cmd, os.Stdout)
+	r := &runner{exe: exe, warmup: p.warmup, measure: p.measure}
+	if needsCPeer(p.streamModes) {
+		path, remove, err := buildCPeer()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			r.cPeerErr = err
+		} else {
+			defer remove()
+			r.cPeer = path
+		}
+	}
+	rep := execute(r, p, cmd, os.Stdout)
 	if p.out != "" {
 		if err := rep.write(p.out, *png); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
@@ -276,6 +302,7 @@ func describeMachine() machine {
 	m.Netio = netioCommit()
 	a, b, c := zmq.Version()
 	m.ZeroMQ = fmt.Sprintf("%d.%d.%d", a, b, c)
+	m.CC = ccVersion()
 	return m
 }
 

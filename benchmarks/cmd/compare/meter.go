@@ -19,6 +19,17 @@ type Result struct {
 	Samples  int   `json:"samples,omitempty"`
 	MedianNs int64 `json:"median_ns,omitempty"`
 	P99Ns    int64 `json:"p99_ns,omitempty"`
+	// Pages is the number of pages (libfabric messages carrying data)
+	// the receiver took in the measured window, where it knows: netio HT.
+	Pages int64 `json:"pages,omitempty"`
+}
+
+// PerPage is messages per page, 0 when unknown.
+func (r Result) PerPage() float64 {
+	if r.Pages <= 0 {
+		return 0
+	}
+	return float64(r.Messages) / float64(r.Pages)
 }
 
 // MsgRate is messages (or round trips) per second.
@@ -41,6 +52,10 @@ type meter struct {
 	local   int32 // the phase the loop has acted on
 	t0, t1  time.Time
 	c0, c1  int64
+	// sample, when set, is read with the time at both ends of the window
+	// (netio HT: pages received so far).
+	sample func() int64
+	s0, s1 int64
 }
 
 func newMeter(warmup, measure time.Duration) *meter {
@@ -66,9 +81,15 @@ func (m *meter) tick(count int64) bool {
 	now := time.Now()
 	if m.local == 0 {
 		m.t0, m.c0, m.local = now, count, 1
+		if m.sample != nil {
+			m.s0 = m.sample()
+		}
 	}
 	if p == 2 {
 		m.t1, m.c1, m.local = now, count, 2
+		if m.sample != nil {
+			m.s1 = m.sample()
+		}
 		return true
 	}
 	return false
@@ -81,7 +102,7 @@ func (m *meter) result(size int) (*Result, error) {
 	if m.c1 <= m.c0 || !m.t1.After(m.t0) {
 		return nil, errors.New("nothing arrived during the measured window")
 	}
-	return &Result{Size: size, Messages: m.c1 - m.c0, Seconds: m.t1.Sub(m.t0).Seconds()}, nil
+	return &Result{Size: size, Messages: m.c1 - m.c0, Seconds: m.t1.Sub(m.t0).Seconds(), Pages: m.s1 - m.s0}, nil
 }
 
 // counter checks and counts the messages of a one-way stream. Every message

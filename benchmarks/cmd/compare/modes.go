@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 
 	"github.com/netio-go/netio"
 	zmq "github.com/pebbe/zmq4"
@@ -22,12 +23,18 @@ type mode struct {
 	timedBy string // "server" or "client"
 	server  func(a *childArgs, announce func(addr string)) (*Result, error)
 	client  func(a *childArgs) (*Result, error)
+	// cArgs, when set, makes the C peer (csrc/zmq_thr.c, built by the
+	// parent) play both sides instead of this binary; it returns that
+	// program's arguments for one side. server and client are then nil.
+	cArgs func(a *childArgs) []string
 }
 
 // streamModes are the one-way throughput rows, in table order; netio first.
 var streamModes = []*mode{
 	{name: "netio", label: "netio LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver, client: netioSender},
+	{name: "netio-ht", label: "netio HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver, client: netioHTSender},
 	{name: "zmq-push", label: "ZeroMQ PUSH/PULL (Go)", timedBy: "server", server: zmqPullReceiver, client: zmqPushSender},
+	{name: "zmq-c", label: "ZeroMQ PUSH/PULL (C)", timedBy: "server", cArgs: zmqCArgs},
 	{name: "zmq-xpub", label: "ZeroMQ XPUB/SUB, XPUB_NODROP (Go)", timedBy: "client", server: zmqXpubSender, client: zmqSubReceiver},
 	{name: "tcp", label: "Go net.TCPConn, one Write per message", timedBy: "server", server: tcpReceiver(false), client: tcpSender(false)},
 	{name: "tcp-bufio", label: "Go net.TCPConn + 1 MiB bufio", timedBy: "server", server: tcpReceiver(true), client: tcpSender(true)},
@@ -86,6 +93,52 @@ func netioReceiver(a *childArgs, announce func(string)) (*Result, error) {
 
 func netioSender(a *childArgs) (*Result, error) {
 	c, err := netio.Dial("tcp", a.Addr)
+	if err != nil {
+		return nil, err
+	}
+	msg := payload(a.Size)
+	for seq := uint64(0); ; seq++ {
+		binary.LittleEndian.PutUint64(msg, seq)
+		if _, err := c.Write(msg); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ---- netio HighThroughput: messages copied into 1 MiB pages behind an
+// 8-byte length, received without a copy. The sender is killed like the
+// others once the receiver has its result, so it neither flushes nor closes.
+
+func netioHTReceiver(a *childArgs, announce func(string)) (*Result, error) {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(netio.HighThroughput))
+	if err != nil {
+		return nil, err
+	}
+	announce(ln.Addr().String())
+	c, err := ln.AcceptConn()
+	if err != nil {
+		return nil, err
+	}
+	cnt := newCounter(a)
+	cnt.m.sample = func() int64 { return int64(c.Stats().PagesReceived) }
+	for {
+		m, err := c.NextMessage()
+		if err != nil {
+			return nil, err
+		}
+		done, err := cnt.got(m.Bytes())
+		m.Release()
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return cnt.result()
+		}
+	}
+}
+
+func netioHTSender(a *childArgs) (*Result, error) {
+	c, err := netio.Dial("tcp", a.Addr, netio.WithMode(netio.HighThroughput))
 	if err != nil {
 		return nil, err
 	}
@@ -396,6 +449,17 @@ func zmqSubReceiver(a *childArgs) (*Result, error) {
 		return nil, err
 	}
 	return zmqReceive(a, s)
+}
+
+// zmqCArgs are the C peer's arguments (see csrc/zmq_thr.c): PULL
+// receiver or PUSH sender with the same high-water marks as the Go rows.
+func zmqCArgs(a *childArgs) []string {
+	hwm := strconv.Itoa(zmqHWM(a.Size))
+	if a.Role == "server" {
+		return []string{"server", strconv.Itoa(a.Size), hwm,
+			strconv.FormatInt(a.Warmup.Microseconds(), 10), strconv.FormatInt(a.Measure.Microseconds(), 10)}
+	}
+	return []string{"client", strconv.Itoa(a.Size), hwm, a.Addr}
 }
 
 func zmqRep(a *childArgs, announce func(string)) (*Result, error) {

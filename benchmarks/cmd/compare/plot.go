@@ -6,7 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -55,7 +57,8 @@ func (r *report) Plot() (*plot.Plot, []legendEntry, error) {
 	}
 
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, m := range modesIn(streamModes, r.Stream) {
+	for _, m := range modesIn(streamModes, r.Stream) {
+		i := slices.Index(streamModes, m) // the same look in every figure
 		xys := &spreadXYs{}
 		for _, s := range r.Sizes {
 			pt := r.streamPoint(m.name, s)
@@ -83,7 +86,7 @@ func (r *report) Plot() (*plot.Plot, []legendEntry, error) {
 		line.Color = c
 		line.Width = vg.Points(1.6)
 		line.Dashes = plotutil.Dashes(i)
-		if i == 0 {
+		if strings.HasPrefix(m.name, "netio") {
 			line.Width = vg.Points(2.8) // netio stands out
 		}
 		points.Shape = plotutil.Shape(i)
@@ -112,13 +115,14 @@ type legendEntry struct {
 }
 
 // lineColor is a palette readable on white and by most colour-blind
-// readers (Okabe-Ito), netio in black.
+// readers (Okabe-Ito and a grey), netio LL in black, netio HT in blue.
 func lineColor(i int) color.Color {
 	pal := []color.RGBA{
-		{0, 0, 0, 255},       // netio
+		{0, 0, 0, 255},       // netio LL
+		{0, 114, 178, 255},   // netio HT: blue
 		{230, 159, 0, 255},   // orange
 		{213, 94, 0, 255},    // vermillion
-		{0, 114, 178, 255},   // blue
+		{120, 120, 120, 255}, // grey
 		{86, 180, 233, 255},  // sky blue
 		{0, 158, 115, 255},   // green
 		{204, 121, 167, 255}, // purple

@@ -47,12 +47,14 @@ func (p *point) latency() (median, p99 summary) {
 
 // machine describes where the run happened.
 type machine struct {
-	NProc      string `json:"nproc"`
-	CPU        string `json:"cpu"`
-	Kernel     string `json:"kernel"`
-	Libfabric  string `json:"libfabric"`
-	Go         string `json:"go"`
-	ZeroMQ     string `json:"zeromq"`
+	NProc     string `json:"nproc"`
+	CPU       string `json:"cpu"`
+	Kernel    string `json:"kernel"`
+	Libfabric string `json:"libfabric"`
+	Go        string `json:"go"`
+	ZeroMQ    string `json:"zeromq"`
+	// CC is the compiler of the C peer (gcc --version).
+	CC         string `json:"cc,omitempty"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	// Netio is the commit of the library that was measured (the
 	// benchmarks module builds the working tree next to it).
@@ -192,6 +194,154 @@ func fmtRatio(v float64) string {
 	return strconv.FormatFloat(v, 'g', 2, 64) + "x"
 }
 
+// ratioTable writes the base mode's median rate divided by each other
+// mode's, size by size; the LowLatency table leaves HighThroughput out
+// (that one has a table of its own, which includes LL).
+func (r *report) ratioTable(w func(string, ...any), baseName string, sm []*mode) {
+	base := findMode(baseName)
+	var peers []*mode
+	for _, m := range sm {
+		if m != base && !(baseName == "netio" && m.name == "netio-ht") {
+			peers = append(peers, m)
+		}
+	}
+	if len(peers) == 0 || len(modesIn([]*mode{base}, r.Stream)) == 0 {
+		return
+	}
+	short := strings.SplitN(base.label, " (", 2)[0]
+	w("\n### %s's rate divided by each peer's (medians; above 1 means %s is faster)\n\n", short, short)
+	w("| %s / |", short)
+	for _, s := range r.Sizes {
+		w(" %s |", sizeLabel(s))
+	}
+	w("\n|---|")
+	for range r.Sizes {
+		w("---|")
+	}
+	w("\n")
+	for _, m := range peers {
+		w("| %s |", m.label)
+		for _, s := range r.Sizes {
+			w(" %s |", r.ratioCell(baseName, m.name, s))
+		}
+		w("\n")
+	}
+}
+
+func (r *report) ratioCell(a, b string, size int) string {
+	ap, bp := r.streamPoint(a, size), r.streamPoint(b, size)
+	if ap == nil || bp == nil {
+		return "-"
+	}
+	return ratio(ap.rate(), bp.rate())
+}
+
+// target is one of the HighThroughput mode's goals: at the given sizes,
+// netio HT's median rate at least min times the peer's.
+type target struct {
+	peer  string
+	sizes func(int) bool
+	what  string
+	min   float64
+}
+
+var htTargets = []target{
+	{"tcp-bufio", func(s int) bool { return s == 64 }, "64 B", 0.8},
+	{"zmq-c", func(s int) bool { return s == 64 }, "64 B", 3},
+	{"ofi", func(s int) bool { return s >= 4<<10 }, "4 KiB and up", 0.9},
+}
+
+// targets checks netio HT against its goals, at the sizes this run has.
+func (r *report) targets(w func(string, ...any)) {
+	var rows []string
+	for _, t := range htTargets {
+		peer := findMode(t.peer)
+		var cells []string
+		met, seen := true, false
+		for _, s := range r.Sizes {
+			ht, pp := r.streamPoint("netio-ht", s), r.streamPoint(t.peer, s)
+			if !t.sizes(s) || ht == nil || pp == nil {
+				continue
+			}
+			a, b := ht.rate(), pp.rate()
+			if a.N == 0 || b.N == 0 || b.Median == 0 {
+				cells = append(cells, sizeLabel(s)+" -")
+				met = false
+				continue
+			}
+			seen = true
+			v := a.Median / b.Median
+			met = met && v >= t.min
+			cells = append(cells, sizeLabel(s)+" "+fmtRatio(v))
+		}
+		if len(cells) == 0 {
+			continue
+		}
+		verdict := "met"
+		if !met || !seen {
+			verdict = "**not met**"
+		}
+		rows = append(rows, fmt.Sprintf("| %s, %s | at least %sx | %s | %s |", peer.label, t.what, strconv.FormatFloat(t.min, 'g', -1, 64), strings.Join(cells, ", "), verdict))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("\n### netio HT against its targets (medians of this run)\n\n| netio HT / | target | this run | |\n|---|---|---|---|\n%s\n", strings.Join(rows, "\n"))
+}
+
+// pageFill shows how full netio HT's pages were at the receiver: messages
+// per page in the measured window next to what a full page holds. Pages
+// the sender sealed early (its writer looked paused to the reactor) show
+// up as a lower count.
+func (r *report) pageFill(w func(string, ...any)) {
+	var got, full []string
+	any := false
+	for _, s := range r.Sizes {
+		p := r.streamPoint("netio-ht", s)
+		var vs []float64
+		if p != nil {
+			for _, run := range p.Runs {
+				if v := run.PerPage(); v > 0 {
+					vs = append(vs, v)
+				}
+			}
+		}
+		if len(vs) == 0 {
+			got = append(got, "-")
+		} else {
+			any = true
+			got = append(got, cell(summarize(vs), fmtPerPage))
+		}
+		full = append(full, fmtPerPage(float64(netio.DefaultPageSize-htPageHeader)/float64(prefixBytes+s)))
+	}
+	if !any {
+		return
+	}
+	w("\n### netio HT: messages per page at the receiver (median of the runs, min-max)\n\n| |")
+	for _, s := range r.Sizes {
+		w(" %s |", sizeLabel(s))
+	}
+	w("\n|---|")
+	for range r.Sizes {
+		w("---|")
+	}
+	w("\n| in this run | %s |\n| a full page holds | %s |\n", strings.Join(got, " | "), strings.Join(full, " | "))
+}
+
+// htPageHeader and prefixBytes are netio's page header and per-message
+// length prefix (HighThroughput mode).
+const (
+	htPageHeader = 16
+	prefixBytes  = 8
+)
+
+func fmtPerPage(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return fmtRate(v)
+}
+
 // Markdown renders the report.
 func (r *report) Markdown() string {
 	var b strings.Builder
@@ -205,7 +355,11 @@ func (r *report) Markdown() string {
 	if r.Machine.Netio != "" {
 		w("- netio: %s\n", r.Machine.Netio)
 	}
-	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4\n", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
+	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
+	if r.Machine.CC != "" {
+		w(" and from C (%s, `%s`)", r.Machine.CC, strings.Join(cFlags, " "))
+	}
+	w("\n")
 	w("- command: %s (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
 	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s (all systems of one size taking turns, so that a slow spell of this shared machine does not fall on one point alone), cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
 		r.Measure, r.Warmup, times(r.Repeat))
@@ -233,30 +387,11 @@ func (r *report) Markdown() string {
 			}
 			w("\n")
 		}
-		if base := findMode("netio"); len(sm) > 1 && sm[0] == base {
-			w("\n### netio's rate divided by each peer's (medians; above 1 means netio is faster)\n\n")
-			w("| netio / |")
-			for _, s := range r.Sizes {
-				w(" %s |", sizeLabel(s))
-			}
-			w("\n|---|")
-			for range r.Sizes {
-				w("---|")
-			}
-			w("\n")
-			for _, m := range sm[1:] {
-				w("| %s |", m.label)
-				for _, s := range r.Sizes {
-					np, pp := r.streamPoint("netio", s), r.streamPoint(m.name, s)
-					if np == nil || pp == nil {
-						w(" - |")
-						continue
-					}
-					w(" %s |", ratio(np.rate(), pp.rate()))
-				}
-				w("\n")
-			}
+		for _, base := range []string{"netio", "netio-ht"} {
+			r.ratioTable(w, base, sm)
 		}
+		r.targets(w)
+		r.pageFill(w)
 	}
 
 	lm := modesIn(latencyModes, r.Latency)
@@ -313,7 +448,9 @@ func oneLine(s string) string {
 }
 
 var methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (` + sizeLabel(netio.DefaultBufferSize) + ` buffers, window ` + strconv.Itoa(netio.DefaultWindow) + `: larger messages travel in fragments of one buffer); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
+- **netio HT**: ` + "`netio.WithMode(netio.HighThroughput)`" + ` on both sides, otherwise default options (pages of ` + sizeLabel(netio.DefaultPageSize) + `, ` + strconv.Itoa(netio.DefaultPages) + ` of them, flush when full, on a pause of the writer or after ` + netio.DefaultFlushInterval.String() + `); one ` + "`Write`" + ` per message, which copies it behind an 8-byte length into the open page; the receiver takes each message with ` + "`NextMessage`" + ` (no copy out of the page), checks it and calls ` + "`Release`" + `. Like the bufio sender, the sender is killed at the end, so no final flush or ` + "`Close`" + ` is counted.
 - **ZeroMQ PUSH/PULL**: ` + "`SendBytes`/`RecvBytes`" + ` (pebbe/zmq4 copies each received message into a new Go slice: that is its API), one I/O thread. SNDHWM = RCVHWM = 1000 messages (ZeroMQ's default) but at most 32 MiB of messages per socket (512 at 64 KiB, 32 at 1 MiB); PUSH blocks at the mark.
+- **ZeroMQ PUSH/PULL (C)**: ` + "`csrc/zmq_thr.c`" + `, built by the run with gcc and ` + "`-lzmq`" + `, written as libzmq's own ` + "`local_thr`/`remote_thr`" + ` are: the sender ` + "`zmq_send`" + `s from one buffer (libzmq copies it into a message), the receiver reuses one ` + "`zmq_msg_t`" + ` with ` + "`zmq_msg_recv`" + ` (no copy out) and checks the sequence number; same HWMs and timing as the Go rows (a timer thread flips the phase, the loop reads it after every message). This is the "ZeroMQ from C" bar without cgo and pebbe/zmq4's copies.
 - **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
 - **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.
 - **bare libfabric**: netio's ` + "`ofi`" + ` binding without netio: FI_EP_MSG on ` + "`tcp`" + `, each process busy-polls its own CQ. The receiver posts W buffers (64, at most 16 MiB: 16 at 1 MiB), sends W in the accept's private data, re-posts buffers in batches and returns the count of re-posted buffers in an 8-byte credit message every W/2; the sender posts sends in batches and never has more than credit + W sent, so it never sends to a peer without a posted buffer.

@@ -17,20 +17,36 @@ import (
 type runner struct {
 	exe             string // re-executed with childEnv set
 	warmup, measure time.Duration
+	// cPeer is the built C peer (csrc/zmq_thr.c) for modes with cArgs;
+	// when it could not be built, cPeerErr says why and those runs fail.
+	cPeer    string
+	cPeerErr error
 }
 
 // child is one running process of a run.
 type child struct {
+	role   string
 	cmd    *exec.Cmd
 	lines  chan string   // its standard output, closed at EOF
 	done   chan struct{} // closed once it has exited and its stderr is in
 	stderr tailBuffer
 }
 
-func (r *runner) start(a childArgs) (*child, error) {
-	c := &child{lines: make(chan string, 16), done: make(chan struct{})}
-	c.cmd = exec.Command(r.exe, a.flags()...)
-	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+func (r *runner) start(m *mode, a childArgs) (*child, error) {
+	c := &child{role: a.Role, lines: make(chan string, 16), done: make(chan struct{})}
+	if m.cArgs != nil {
+		if r.cPeer == "" {
+			err := r.cPeerErr
+			if err == nil {
+				err = errors.New("the C peer was not built")
+			}
+			return nil, err
+		}
+		c.cmd = exec.Command(r.cPeer, m.cArgs(&a)...)
+	} else {
+		c.cmd = exec.Command(r.exe, a.flags()...)
+		c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	}
 	c.cmd.Stderr = &c.stderr
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
@@ -103,19 +119,14 @@ func (c *child) name() string {
 	if c == nil {
 		return "?"
 	}
-	for _, a := range c.cmd.Args[1:] {
-		if r, ok := strings.CutPrefix(a, "-role="); ok {
-			return r
-		}
-	}
-	return "child"
+	return c.role
 }
 
 // run measures one point once: a fresh server process, a fresh client
 // process, the result from the side that times.
 func (r *runner) run(m *mode, size int) (*Result, error) {
 	a := childArgs{Role: "server", Mode: m.name, Size: size, Warmup: r.warmup, Measure: r.measure}
-	srv, err := r.start(a)
+	srv, err := r.start(m, a)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +136,7 @@ func (r *runner) run(m *mode, size int) (*Result, error) {
 		return nil, err
 	}
 	a.Role, a.Addr = "client", addr
-	cli, err := r.start(a)
+	cli, err := r.start(m, a)
 	if err != nil {
 		return nil, err
 	}
