@@ -213,6 +213,44 @@ func providerFlag(fs *flag.FlagSet) *string {
 	return fs.String("provider", "", "libfabric provider; empty means netio's default ($NETIO_PROVIDER or "+netio.DefaultNetwork+")")
 }
 
+// connMode is the -mode flag: which of netio's modes a connection uses.
+// Both ends must use the same one (a listener rejects the other).
+type connMode netio.Mode
+
+func (m *connMode) String() string {
+	if m == nil || netio.Mode(*m) == netio.LowLatency {
+		return "ll"
+	}
+	return "ht"
+}
+
+func (m *connMode) Set(s string) error {
+	switch s {
+	case "ll", "low-latency":
+		*m = connMode(netio.LowLatency)
+	case "ht", "high-throughput":
+		*m = connMode(netio.HighThroughput)
+	default:
+		return errors.New("want ll (low latency: every Write sent at once) or ht (high throughput: messages batched into pages)")
+	}
+	return nil
+}
+
+// options are the netio options of the mode.
+func (m connMode) options() []netio.Option {
+	return []netio.Option{netio.WithMode(netio.Mode(m))}
+}
+
+// ht reports whether the mode is HighThroughput.
+func (m connMode) ht() bool { return netio.Mode(m) == netio.HighThroughput }
+
+// modeFlag adds -mode, LowLatency unless set.
+func modeFlag(fs *flag.FlagSet) *connMode {
+	m := new(connMode)
+	fs.Var(m, "mode", "netio's mode, `ll|ht`: ll is low latency (every Write is sent at once), ht high throughput (messages are copied into 1 MiB pages that go out when full or when the writer pauses); both sides must use the same (default ll)")
+	return m
+}
+
 // printJSON writes v indented.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -34,6 +34,7 @@ const (
 // demoConfig is what the demo's flags decide.
 type demoConfig struct {
 	provider string        // "" lets netio pick (DefaultNetwork or $NETIO_PROVIDER)
+	mode     connMode      // netio's mode, on every connection
 	duration time.Duration // length of each measured phase
 	pings    int           // most round trips measured
 	progress io.Writer     // where progress goes; nil for none
@@ -44,6 +45,8 @@ type demoConfig struct {
 type demoResult struct {
 	// Provider is the libfabric provider that was used.
 	Provider string `json:"provider"`
+	// Mode is netio's mode: "low-latency" or "high-throughput".
+	Mode string `json:"mode"`
 	// Address is where the demo's listener listened.
 	Address string `json:"address"`
 	// RoundTrip is the ping-pong latency.
@@ -85,8 +88,11 @@ type streamResult struct {
 func demoMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "usage: netio demo [flags]\n\n"+
 		"Runs a netio listener and client in this process over loopback and measures\n"+
-		"round-trip latency, 64-byte message rate and 1 MiB throughput.\n", stderr)
+		"round-trip latency, 64-byte message rate and 1 MiB throughput.\n"+
+		"With -mode ht every connection uses netio's HighThroughput mode, and\n"+
+		"each ping and echo is followed by Flush.\n", stderr)
 	provider := providerFlag(fs)
+	mode := modeFlag(fs)
 	duration := fs.Duration("duration", 3*time.Second, "length of each of the three phases")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -104,6 +110,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := demoConfig{
 		provider: *provider,
+		mode:     *mode,
 		duration: *duration,
 		pings:    maxPings,
 		progress: progress,
@@ -131,12 +138,12 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 // connection of its own so that what one phase leaves in flight cannot
 // colour the next, and every phase also exercises a clean Close.
 func runDemo(cfg demoConfig) (*demoResult, error) {
-	ln, err := netio.Listen(cfg.provider, "127.0.0.1:0")
+	ln, err := netio.Listen(cfg.provider, "127.0.0.1:0", cfg.mode.options()...)
 	if err != nil {
 		return nil, err
 	}
 	defer ln.Close()
-	res := &demoResult{Provider: ln.Addr().Network(), Address: ln.Addr().String()}
+	res := &demoResult{Provider: ln.Addr().Network(), Mode: netio.Mode(cfg.mode).String(), Address: ln.Addr().String()}
 
 	p, err := connect(ln, cfg)
 	if err != nil {
@@ -177,7 +184,7 @@ func connect(ln *netio.Listener, cfg demoConfig) (pair, error) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	client, err := netio.DialContext(ctx, cfg.provider, ln.Addr().String())
+	client, err := netio.DialContext(ctx, cfg.provider, ln.Addr().String(), cfg.mode.options()...)
 	if err != nil {
 		// Closing the listener ends the Accept, which must not outlive us.
 		ln.Close()
@@ -227,7 +234,8 @@ func (f *failure) fail(err error) {
 }
 
 // roundTrip measures ping-pong latency: the client writes a ping, the
-// server echoes it, the client reads it back. It closes p.
+// server echoes it, the client reads it back; both flush after writing
+// (which in LowLatency mode does nothing). It closes p.
 func roundTrip(p pair, cfg demoConfig) (rttResult, error) {
 	f := &failure{p: p}
 	echoed := make(chan struct{})
@@ -243,7 +251,7 @@ func roundTrip(p pair, cfg demoConfig) (rttResult, error) {
 				f.fail(fmt.Errorf("echo: %w", err))
 				return
 			}
-			if _, err := p.server.Write(buf[:n]); err != nil {
+			if err := writeNow(p.server, buf[:n]); err != nil {
 				f.fail(fmt.Errorf("echo: %w", err))
 				return
 			}
@@ -261,7 +269,7 @@ func roundTrip(p pair, cfg demoConfig) (rttResult, error) {
 		// A sequence number makes a lost, repeated or stale pong visible.
 		binary.LittleEndian.PutUint64(ping, uint64(len(samples)))
 		t := time.Now()
-		if _, err := p.client.Write(ping); err != nil {
+		if err := writeNow(p.client, ping); err != nil {
 			f.fail(err)
 			break
 		}
@@ -388,7 +396,7 @@ func startMeter(cfg demoConfig, name string, rate func(n int64, d time.Duration)
 }
 
 func printTable(w io.Writer, r *demoResult) {
-	fmt.Fprintf(w, "netio demo: provider %s, listener %s, one process\n\n", r.Provider, r.Address)
+	fmt.Fprintf(w, "netio demo: provider %s, %s mode, listener %s, one process\n\n", r.Provider, r.Mode, r.Address)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\tresult\tmeasured")
 	fmt.Fprintf(tw, "round trip\tmedian %.1f µs, p90 %.1f µs, p99 %.1f µs\t%d pings of %s in %.2f s\n",

@@ -2,9 +2,9 @@
 //
 // Usage:
 //
-//	netio demo [-provider name] [-duration d] [-json]
-//	netio recv -listen host:port [-provider name] [-count n] [-duration d] [-json]
-//	netio send -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
+//	netio demo [-provider name] [-mode ll|ht] [-duration d] [-json]
+//	netio recv -listen host:port [-provider name] [-mode ll|ht] [-count n] [-duration d] [-json]
+//	netio send -to host:port [-provider name] [-mode ll|ht] [-size bytes] [-count n] [-duration d] [-json]
 //	netio pong -listen host:port [-provider name] [-count connections] [-json]
 //	netio ping -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
 //	netio info [-provider name] [-json]
@@ -18,7 +18,9 @@
 // recv and send measure a one-way stream between two processes, on one
 // host or two: messages/s, Gbit/s and, from send times carried in the
 // messages, one-way latency (which across hosts needs synchronized
-// clocks). ping and pong measure round trips and print their distribution.
+// clocks). With -mode ht on both sides they use netio's HighThroughput mode
+// (messages batched into pages) instead of the default low-latency one.
+// ping and pong measure round trips and print their distribution.
 // info lists the libfabric providers netio can use here.
 package main
 
@@ -42,6 +44,7 @@ commands:
   demo    measure latency, message rate and throughput over loopback
   recv    listen, take one sender's messages, report rate and one-way latency
   send    connect to a recv and send messages as fast as possible
+          (both: -mode ht for netio's high-throughput mode)
   pong    listen and echo every message back
   ping    measure round trips to a pong: percentiles and histogram
   info    list the libfabric providers here and the one netio picks

@@ -77,6 +77,26 @@ func TestDemoJSON(t *testing.T) {
 	if r.MessageRate.MessageSize != smallSize || r.Throughput.MessageSize != bulkSize {
 		t.Errorf("message sizes %d and %d", r.MessageRate.MessageSize, r.Throughput.MessageSize)
 	}
+	if r.Mode != "low-latency" {
+		t.Errorf("mode %q, want low-latency by default", r.Mode)
+	}
+}
+
+// -mode ht runs every phase in HighThroughput mode; the round trips flush.
+func TestDemoHT(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"demo", "-mode", "ht", "-duration", "200ms"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	table := out.String()
+	if !strings.HasPrefix(table, "netio demo: provider tcp, high-throughput mode, listener 127.0.0.1:") {
+		t.Errorf("table does not name the mode:\n%s", table)
+	}
+	for _, re := range []string{`(?m)^round trip +median ([0-9.]+) µs`, `(?m)^messages/s +([0-9.]+) `, `(?m)^Gbit/s +([0-9.]+) `} {
+		if v := field(t, table, re); v <= 0 {
+			t.Errorf("%s: %v in:\n%s", re, v, table)
+		}
+	}
 }
 
 // On a terminal progress rewrites one line and wipes it before the table.

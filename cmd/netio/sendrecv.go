@@ -32,11 +32,15 @@ import (
 //     The sender then ends the stream as above; the receiver drops what
 //     was still in flight.
 //
-// The echo is there because netio's Close returns before what is still in
-// netio's send buffers has gone out, and a process that exits then loses
-// it: the sender exits only once the receiver has confirmed it read
-// everything, and each side waits for the other to close before exiting.
-// A peer that simply closes, as any netio program may, ends a run too.
+// The echo is there so that the sender knows, and says, that the receiver
+// read everything: the sender exits only once the receiver has confirmed
+// it, and each side waits for the other to close before exiting. A peer
+// that simply closes, as any netio program may, ends a run too.
+//
+// Both sides use the same -mode. In HighThroughput mode every control
+// message (the end of the stream, its echo, a stop request) is followed by
+// Flush, so that it goes out at once instead of waiting for its page to
+// fill or for the writer's pause to be noticed.
 
 // stampSize is the smallest message that carries a send time and a
 // sequence number.
@@ -57,12 +61,22 @@ written or -duration is up (10s when neither is given), Ctrl-C, or the
 receiver asks it to stop. It then waits for the receiver to confirm it read
 every message, and prints a summary. Messages of 16 bytes or more carry
 their send time, from which the receiver measures one-way latency.
+
+-mode ht sends in netio's HighThroughput mode: each Write copies the
+message into a 1 MiB page, and pages go out when full or when the writer
+pauses; small messages then cost a copy instead of a fabric operation each.
+The receiver must use the same -mode:
+
+  netio recv -listen 127.0.0.1:5000 -mode ht
+  netio send -to 127.0.0.1:5000 -mode ht -size 64
 `
 
 // sendResult is what netio send prints; -json prints it as it is.
 type sendResult struct {
 	// Provider is the libfabric provider used.
 	Provider string `json:"provider"`
+	// Mode is netio's mode: "low-latency" or "high-throughput".
+	Mode string `json:"mode"`
 	// Local and Remote are the connection's addresses.
 	Local  string `json:"local"`
 	Remote string `json:"remote"`
@@ -76,6 +90,12 @@ type sendResult struct {
 	Seconds           float64 `json:"seconds"`
 	MessagesPerSecond float64 `json:"messages_per_second"`
 	GbitPerSecond     float64 `json:"gbit_per_second"`
+	// Pages counts the libfabric messages that carried data: pages in
+	// HighThroughput mode, message fragments in LowLatency mode.
+	Pages uint64 `json:"pages"`
+	// Flushes counts the pages sent (HighThroughput mode) by what sent
+	// them; null in LowLatency mode.
+	Flushes *flushCounts `json:"flushes"`
 	// Timestamped says the messages carried their send time.
 	Timestamped bool `json:"timestamped"`
 	// Ended says why sending stopped.
@@ -87,6 +107,7 @@ type sendResult struct {
 
 type sendConfig struct {
 	provider, to string
+	mode         connMode
 	size         int
 	lim          limits
 	progress     io.Writer
@@ -98,6 +119,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", sendUsage, stderr)
 	to := fs.String("to", "", "the receiver's address, host:port (required)")
 	provider := providerFlag(fs)
+	mode := modeFlag(fs)
 	size := byteSize(1024)
 	fs.Var(&size, "size", "`bytes` per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
 	var lim limits
@@ -119,7 +141,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := outputs(stdout, stderr, *asJSON)
 	res, err := runSend(ctx, sendConfig{
-		provider: *provider, to: *to, size: int(size), lim: lim.orDefault(),
+		provider: *provider, to: *to, mode: *mode, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
 	if res != nil {
@@ -138,10 +160,10 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 }
 
 // dial connects, giving up on Ctrl-C and after connectTimeout.
-func dial(ctx context.Context, provider, to string) (*netio.Conn, error) {
+func dial(ctx context.Context, provider, to string, opts ...netio.Option) (*netio.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	c, err := netio.DialContext(dctx, provider, to)
+	c, err := netio.DialContext(dctx, provider, to, opts...)
 	if err != nil && ctx.Err() != nil {
 		return nil, errors.New("interrupted while connecting")
 	}
@@ -149,13 +171,14 @@ func dial(ctx context.Context, provider, to string) (*netio.Conn, error) {
 }
 
 func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
-	c, err := dial(ctx, cfg.provider, cfg.to)
+	c, err := dial(ctx, cfg.provider, cfg.to, cfg.mode.options()...)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.info, "connected to %s from %s (provider %s)\n", c.RemoteAddr(), c.LocalAddr(), c.RemoteAddr().Network())
+	fmt.Fprintf(cfg.info, "connected to %s from %s (provider %s, %s)\n", c.RemoteAddr(), c.LocalAddr(), c.RemoteAddr().Network(), netio.Mode(cfg.mode))
 	res := &sendResult{
 		Provider:    c.RemoteAddr().Network(),
+		Mode:        netio.Mode(cfg.mode).String(),
 		Local:       c.LocalAddr().String(),
 		Remote:      c.RemoteAddr().String(),
 		MessageSize: cfg.size,
@@ -233,6 +256,13 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	}
 	elapsed := time.Since(start)
 	m.stop()
+	defer func() {
+		st := c.Stats()
+		res.Pages = st.PagesSent
+		if cfg.mode.ht() {
+			res.Flushes = &flushCounts{Full: st.FlushesFull, Paused: st.FlushesIdle, Explicit: st.FlushesExplicit, Timer: st.FlushesTimer}
+		}
+	}()
 	res.Messages, res.Bytes = n, n*int64(cfg.size)
 	res.Seconds = elapsed.Seconds()
 	res.MessagesPerSecond = perSecond(n, elapsed)
@@ -244,7 +274,7 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 
 	// End the stream and wait for the receiver to confirm it has read it.
 	c.SetWriteDeadline(time.Now().Add(closeWait))
-	if _, err := c.Write(nil); err != nil {
+	if err := writeNow(c, nil); err != nil {
 		return res, fmt.Errorf("ending the stream: %w", err)
 	}
 	c.SetReadDeadline(time.Now().Add(closeWait))
@@ -259,11 +289,36 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	return res, nil
 }
 
+// flushCounts are netio's Stats.Flushes*: why pages were sent.
+type flushCounts struct {
+	Full     uint64 `json:"full"`     // the page was full
+	Paused   uint64 `json:"paused"`   // the writer paused
+	Explicit uint64 `json:"explicit"` // Flush or Close
+	Timer    uint64 `json:"timer"`    // the page waited FlushInterval
+}
+
+// writeNow writes msg and sends it at once: in HighThroughput mode it
+// flushes its page (a control message of the protocol, or a ping, must
+// not wait for the page to fill or for the pause to be noticed).
+func writeNow(c *netio.Conn, msg []byte) error {
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	return c.Flush() // nothing to do in LowLatency mode
+}
+
 func printSend(w io.Writer, r *sendResult) {
-	fmt.Fprintf(w, "netio send: provider %s, %s -> %s\n\n", r.Provider, r.Local, r.Remote)
+	fmt.Fprintf(w, "netio send: provider %s, %s mode, %s -> %s\n\n", r.Provider, r.Mode, r.Local, r.Remote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "sent\t%d messages of %s (%s) in %.3f s\n", r.Messages, sizeString(r.MessageSize), bytesString(r.Bytes), r.Seconds)
 	fmt.Fprintf(tw, "rate\t%.0f msg/s, %.3f Gbit/s (as written; the receiver reports what arrived)\n", r.MessagesPerSecond, r.GbitPerSecond)
+	if r.Mode == netio.HighThroughput.String() {
+		fmt.Fprintf(tw, "pages\t%d sent, %s", r.Pages, perPage(r.Messages, r.Pages))
+		if f := r.Flushes; f != nil {
+			fmt.Fprintf(tw, "; sent when full %d, writer paused %d, Flush %d, timer %d", f.Full, f.Paused, f.Explicit, f.Timer)
+		}
+		fmt.Fprintln(tw)
+	}
 	confirmed := "the receiver confirmed the end of the stream"
 	if !r.Confirmed {
 		confirmed = "not confirmed by the receiver"
@@ -280,19 +335,26 @@ messages, showing messages/s and Gbit/s of payload as they arrive. It stops
 when the sender ends the stream or closes, after -count messages, after
 -duration from the sender connecting, or on Ctrl-C, and prints a summary.
 
+-mode ht receives netio's HighThroughput mode, in which the sender batches
+messages into 1 MiB pages; 'netio send' must use the same -mode. The
+summary then also counts the pages.
+
 Messages from 'netio send' of 16 bytes or more carry their send time: the
 summary gives the one-way latency from the sender's clock at Write to the
 receiver's clock at ReadMessage. On one host that is one clock; across
 hosts it is only as good as the synchronization of their clocks: their
 offset adds to (or subtracts from) every sample. Under full load it
-includes the time messages queue for netio's window; 'netio ping' measures
-round trips, which need no clock but the sender's.
+includes the time messages queue for netio's window, and in -mode ht the
+time they wait in their page; 'netio ping' measures round trips, which need
+no clock but the sender's.
 `
 
 // recvResult is what netio recv prints; -json prints it as it is.
 type recvResult struct {
 	// Provider is the libfabric provider used.
 	Provider string `json:"provider"`
+	// Mode is netio's mode: "low-latency" or "high-throughput".
+	Mode string `json:"mode"`
 	// Local and Remote are the connection's addresses.
 	Local  string `json:"local"`
 	Remote string `json:"remote"`
@@ -303,6 +365,9 @@ type recvResult struct {
 	Seconds           float64 `json:"seconds"`
 	MessagesPerSecond float64 `json:"messages_per_second"`
 	GbitPerSecond     float64 `json:"gbit_per_second"`
+	// Pages counts the libfabric messages that carried data: pages in
+	// HighThroughput mode, message fragments in LowLatency mode.
+	Pages uint64 `json:"pages"`
 	// Latency is the one-way latency, or null when the messages carried no
 	// send time.
 	Latency *oneWayResult `json:"latency"`
@@ -324,6 +389,7 @@ type oneWayResult struct {
 
 type recvConfig struct {
 	provider, listen string
+	mode             connMode
 	lim              limits
 	progress         io.Writer
 	inPlace          bool
@@ -334,6 +400,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("recv", recvUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
+	mode := modeFlag(fs)
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: until the sender stops)", "stop this long after the sender connected (0: until the sender stops)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON instead of a table")
@@ -350,7 +417,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := outputs(stdout, stderr, *asJSON)
 	res, err := runRecv(ctx, recvConfig{
-		provider: *provider, listen: *listen, lim: lim,
+		provider: *provider, listen: *listen, mode: *mode, lim: lim,
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
 	if res != nil {
@@ -370,8 +437,8 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 
 // acceptOne listens on cfg.listen, says where on info, and accepts one
 // connection; Ctrl-C gives up.
-func acceptOne(ctx context.Context, provider, listen string, info io.Writer) (*netio.Conn, error) {
-	ln, err := netio.Listen(provider, listen)
+func acceptOne(ctx context.Context, provider, listen string, info io.Writer, opts ...netio.Option) (*netio.Conn, error) {
+	ln, err := netio.Listen(provider, listen, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -387,15 +454,16 @@ func acceptOne(ctx context.Context, provider, listen string, info io.Writer) (*n
 }
 
 func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
-	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info)
+	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, cfg.mode.options()...)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	start := time.Now()
-	fmt.Fprintf(cfg.info, "sender %s connected\n", c.RemoteAddr())
+	fmt.Fprintf(cfg.info, "sender %s connected (%s)\n", c.RemoteAddr(), netio.Mode(cfg.mode))
 	res := &recvResult{
 		Provider: c.LocalAddr().Network(),
+		Mode:     netio.Mode(cfg.mode).String(),
 		Local:    c.LocalAddr().String(),
 		Remote:   c.RemoteAddr().String(),
 	}
@@ -459,6 +527,7 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 		m.addMessage(n)
 	}
 	m.stop()
+	res.Pages = c.Stats().PagesReceived
 	if res.Messages > 0 {
 		d := last.Sub(start)
 		res.Seconds = d.Seconds()
@@ -491,7 +560,7 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 func endRecv(c *netio.Conn, buf []byte, endOfStream bool) {
 	c.SetDeadline(time.Now().Add(closeWait))
 	if !endOfStream {
-		if _, err := c.Write(stopRequest); err != nil {
+		if err := writeNow(c, stopRequest); err != nil {
 			return
 		}
 		for {
@@ -504,7 +573,7 @@ func endRecv(c *netio.Conn, buf []byte, endOfStream bool) {
 			}
 		}
 	}
-	if _, err := c.Write(nil); err != nil {
+	if err := writeNow(c, nil); err != nil {
 		return
 	}
 	for {
@@ -540,10 +609,13 @@ func clocksNote(local, remote net.Addr) string {
 }
 
 func printRecv(w io.Writer, r *recvResult) {
-	fmt.Fprintf(w, "netio recv: provider %s, %s -> %s\n\n", r.Provider, r.Remote, r.Local)
+	fmt.Fprintf(w, "netio recv: provider %s, %s mode, %s -> %s\n\n", r.Provider, r.Mode, r.Remote, r.Local)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "received\t%d messages (%s) in %.3f s\n", r.Messages, bytesString(r.Bytes), r.Seconds)
 	fmt.Fprintf(tw, "rate\t%.0f msg/s, %.3f Gbit/s of payload\n", r.MessagesPerSecond, r.GbitPerSecond)
+	if r.Mode == netio.HighThroughput.String() {
+		fmt.Fprintf(tw, "pages\t%d received, %s\n", r.Pages, perPage(r.Messages, r.Pages))
+	}
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(tw, "latency\tmedian %.1f µs, p99 %.1f µs (one-way, %d messages; %s)\n", l.MedianMicros, l.P99Micros, l.Samples, l.Clocks)
 	} else {
@@ -551,6 +623,14 @@ func printRecv(w io.Writer, r *recvResult) {
 	}
 	fmt.Fprintf(tw, "ended\t%s\n", r.Ended)
 	tw.Flush()
+}
+
+// perPage says how many messages a page carried on average.
+func perPage(messages int64, pages uint64) string {
+	if pages == 0 {
+		return "no messages per page"
+	}
+	return fmt.Sprintf("%.1f messages per page on average", float64(messages)/float64(pages))
 }
 
 // bytesString is n in B, KiB, MiB or GiB.

@@ -84,8 +84,71 @@ func TestSendRecvJSON(t *testing.T) {
 	if s.Messages < 300 || s.Bytes != s.Messages<<16 || !s.Timestamped || !s.Confirmed || s.Ended != "the receiver asked to stop" {
 		t.Errorf("send %+v: want at least 300 messages, confirmed, stopped by the receiver", s)
 	}
+	if r.Mode != "low-latency" || s.Mode != "low-latency" || s.Flushes != nil {
+		t.Errorf("modes %q and %q, flushes %+v: want low-latency by default", r.Mode, s.Mode, s.Flushes)
+	}
 	if s.Local != r.Remote || s.Remote != r.Local {
 		t.Errorf("send %s -> %s, recv %s <- %s", s.Local, s.Remote, r.Local, r.Remote)
+	}
+}
+
+// -mode ht on both sides: messages travel in pages, and the protocol's
+// control messages (end of stream, echo, stop request) are flushed.
+func TestSendRecvHT(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0", "-mode", "ht", "-json")
+	addr := recv.addr(t)
+
+	// A sender in the other mode is refused, and says why.
+	ll := start("send", "-to", addr, "-count", "10")
+	ll.mustExit(t, exitError)
+	if e := ll.stderr.String(); !strings.Contains(e, "the listener does not use low-latency mode") {
+		t.Errorf("a low-latency sender to a high-throughput receiver: stderr %q", e)
+	}
+
+	send := start("send", "-to", addr, "-mode", "ht", "-count", "20000", "-size", "64", "-json")
+	send.mustExit(t, exitOK)
+	recv.mustExit(t, exitOK)
+	var r recvResult
+	decode(t, recv.stdout.String(), &r)
+	var s sendResult
+	decode(t, send.stdout.String(), &s)
+	if r.Mode != "high-throughput" || s.Mode != "high-throughput" {
+		t.Errorf("modes %q and %q", r.Mode, s.Mode)
+	}
+	if r.Messages != 20000 || r.Bytes != 64*20000 || r.MessagesPerSecond <= 0 || r.GbitPerSecond <= 0 || r.Ended != "the sender ended the stream" {
+		t.Errorf("recv %+v: want 20000 messages of 64 B, ended by the sender", r)
+	}
+	// 20000 messages of 64 B fit in two pages; the writer's pauses may
+	// send more, but far fewer than one per message.
+	if r.Pages < 2 || r.Pages > 20000/10 || s.Pages < r.Pages {
+		t.Errorf("recv %d pages, send %d: want messages batched into pages", r.Pages, s.Pages)
+	}
+	if l := r.Latency; l == nil || l.Samples != 20000 {
+		t.Errorf("latency %+v: want 20000 samples", l)
+	}
+	f := s.Flushes
+	if s.Messages != 20000 || !s.Confirmed || f == nil || f.Full+f.Paused+f.Explicit+f.Timer != s.Pages || f.Explicit < 1 {
+		t.Errorf("send %+v, flushes %+v: want 20000 messages confirmed, pages counted by cause, the end of the stream flushed", s, f)
+	}
+}
+
+// In HT mode too the receiver can stop first: its stop request is flushed
+// at once, and the table shows the pages.
+func TestSendRecvHTReceiverStops(t *testing.T) {
+	recv := start("recv", "-listen", "127.0.0.1:0", "-mode", "ht", "-count", "300")
+	send := start("send", "-to", recv.addr(t), "-mode", "ht", "-size", "4KiB")
+	send.mustExit(t, exitOK)
+	recv.mustExit(t, exitOK)
+	r, snd := recv.stdout.String(), send.stdout.String()
+	if n := field(t, r, `(?m)^received +([0-9]+) messages`); n != 300 {
+		t.Errorf("received %v messages, want 300:\n%s", n, r)
+	}
+	if !strings.HasPrefix(r, "netio recv: provider tcp, high-throughput mode, ") || field(t, r, `(?m)^pages +([0-9]+) received, [0-9.]+ messages per page on average$`) < 1 {
+		t.Errorf("recv table:\n%s", r)
+	}
+	if !strings.Contains(snd, "the receiver asked to stop; the receiver confirmed the end of the stream") ||
+		field(t, snd, `(?m)^pages +([0-9]+) sent, [0-9.]+ messages per page on average; sent when full [0-9]+, writer paused [0-9]+, Flush [0-9]+, timer [0-9]+$`) < 1 {
+		t.Errorf("send table:\n%s", snd)
 	}
 }
 
