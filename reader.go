@@ -395,6 +395,8 @@ func (c *Conn) position() (bool, error) {
 // decode; the reactor closes it, and every later read returns err.
 func (c *Conn) readFailed(err error) error {
 	c.rerr = err
+	// Nothing more is read from this buffer, fast paths included.
+	c.rc.buf, c.rc.off, c.rc.inMsg, c.rc.left = nil, 0, false, 0
 	c.eng.r.SubmitFunc(func() { c.fail(err) })
 	return err
 }
