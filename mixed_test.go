@@ -39,7 +39,6 @@ const (
 	mixedHTSize  = 4 << 10 // the stream's messages: many to a page
 )
 
-
 // mixedSink is the receiving end: an echo server for the round trips whose
 // answers carry the bulk bytes it has read so far, and a reader of the
 // bulk stream.
