@@ -365,16 +365,22 @@ func streamRun(b *testing.B, size int, send func(n int) error, recv func(n int) 
 func streamBuffered(b *testing.B, size int, opts ...netio.Option) {
 	c, s := pair(b, append(opts, netio.WithMode(netio.HighThroughput))...)
 	msg := make([]byte, size)
-	parks := netio.ReaderParks()
+	var parks uint64
+	var st0 netio.Stats
+	calls := 0
 	defer func() {
-		// Where the time goes: the writer waiting for credit, and how often
-		// a reader or writer parked per page.
+		// Where the time goes: the writer waiting for credit, how often the
+		// reader parked per page, and how many pages a writer's pause sent.
 		st := c.Stats()
-		b.ReportMetric(100*float64(st.CreditWait)/float64(b.Elapsed()), "credit-wait-%")
-		b.ReportMetric(float64(netio.ReaderParks()-parks)/float64(st.PagesSent), "parks/page")
-		b.ReportMetric(100*float64(st.FlushesIdle)/float64(st.PagesSent), "idle-flush-%")
+		pages := float64(st.PagesSent - st0.PagesSent)
+		b.ReportMetric(100*float64(st.CreditWait-st0.CreditWait)/float64(b.Elapsed()), "credit-wait-%")
+		b.ReportMetric(float64(netio.ReaderParks()-parks)/pages, "parks/page")
+		b.ReportMetric(100*float64(st.FlushesIdle-st0.FlushesIdle)/pages, "idle-flush-%")
 	}()
 	streamRun(b, size, func(n int) error {
+		if calls++; calls == 2 { // the timed run, after the warm-up
+			st0, parks = c.Stats(), netio.ReaderParks()
+		}
 		for i := 0; i < n; i++ {
 			if _, err := c.Write(msg); err != nil {
 				return err
