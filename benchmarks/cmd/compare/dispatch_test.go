@@ -96,7 +96,7 @@ func TestQuickPoints(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	var progress bytes.Buffer
-	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio"), findMode("netio-ht"), findMode("zmq-c"), findMode("tcp")}, latencyModes: []*mode{findMode("rtt-tcp")}, repeat: 1}
+	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio"), findMode("netio-ht"), findMode("netio-ht-batch"), findMode("zmq-c"), findMode("tcp")}, latencyModes: []*mode{findMode("rtt-tcp")}, repeat: 1}
 	r := testRunner(t)
 	if r.cPeerErr != nil {
 		t.Fatal(r.cPeerErr)
@@ -104,7 +104,7 @@ func TestQuickPoints(t *testing.T) {
 	p.warmup, p.measure = r.warmup, r.measure
 	rep := execute(r, p, "test", &progress)
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	if len(lines) != 5 {
+	if len(lines) != 6 {
 		t.Errorf("progress has %d lines, want one per point:\n%s", len(lines), progress.String())
 	}
 	for _, pt := range append(rep.Stream, rep.Latency...) {
@@ -120,7 +120,7 @@ func TestQuickPoints(t *testing.T) {
 		t.Errorf("round trip result %+v", r)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| netio LL / |", "| netio HT / |", "| ZeroMQ PUSH/PULL (C), 64 B | at least 3x | 64 B "} {
+	for _, want := range []string{"| netio LL / |", "| netio HT / |", "| NextBatch | ZeroMQ PUSH/PULL (C), 64 B | at least 3x | 64 B "} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

@@ -319,7 +319,7 @@ func loadAverage() string {
 }
 
 // netioCommit names the library's commit, and says so when the library's
-// files (outside benchmarks/) differ from it.
+// files (outside benchmarks/ and the commands in cmd/) differ from it.
 func netioCommit() string {
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
@@ -331,7 +331,7 @@ func netioCommit() string {
 		return ""
 	}
 	s := "commit " + strings.TrimSpace(string(head))
-	dirty, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks").Output()
+	dirty, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks", ":(exclude)cmd").Output()
 	if err == nil && len(strings.TrimSpace(string(dirty))) > 0 {
 		s += " plus uncommitted changes to the working tree"
 	}

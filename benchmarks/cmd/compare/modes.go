@@ -33,6 +33,7 @@ type mode struct {
 var streamModes = []*mode{
 	{name: "netio", label: "netio LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver, client: netioSender},
 	{name: "netio-ht", label: "netio HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver, client: netioHTSender},
+	{name: "netio-ht-batch", label: "netio HT (Write / NextBatch)", timedBy: "server", server: netioHTBatchReceiver, client: netioHTSender},
 	{name: "zmq-push", label: "ZeroMQ PUSH/PULL (Go)", timedBy: "server", server: zmqPullReceiver, client: zmqPushSender},
 	{name: "zmq-c", label: "ZeroMQ PUSH/PULL (C)", timedBy: "server", cArgs: zmqCArgs},
 	{name: "zmq-xpub", label: "ZeroMQ XPUB/SUB, XPUB_NODROP (Go)", timedBy: "client", server: zmqXpubSender, client: zmqSubReceiver},
@@ -133,6 +134,42 @@ func netioHTReceiver(a *childArgs, announce func(string)) (*Result, error) {
 		}
 		if done {
 			return cnt.result()
+		}
+	}
+}
+
+// htBatch is how many messages netioHTBatchReceiver asks NextBatch for.
+const htBatch = 256
+
+// netioHTBatchReceiver reads with NextBatch: the messages already at hand
+// (up to htBatch) under one lock, valid until the next read, nothing to
+// release. The same sender as the NextMessage row.
+func netioHTBatchReceiver(a *childArgs, announce func(string)) (*Result, error) {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(netio.HighThroughput))
+	if err != nil {
+		return nil, err
+	}
+	announce(ln.Addr().String())
+	c, err := ln.AcceptConn()
+	if err != nil {
+		return nil, err
+	}
+	cnt := newCounter(a)
+	cnt.m.sample = func() int64 { return int64(c.Stats().PagesReceived) }
+	batch := make([][]byte, htBatch)
+	for {
+		k, err := c.NextBatch(batch)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range batch[:k] {
+			done, err := cnt.got(m)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return cnt.result()
+			}
 		}
 	}
 }

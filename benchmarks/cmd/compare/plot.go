@@ -120,6 +120,7 @@ func lineColor(i int) color.Color {
 	pal := []color.RGBA{
 		{0, 0, 0, 255},       // netio LL
 		{0, 114, 178, 255},   // netio HT: blue
+		{0, 45, 95, 255},     // netio HT, NextBatch: navy
 		{230, 159, 0, 255},   // orange
 		{213, 94, 0, 255},    // vermillion
 		{120, 120, 120, 255}, // grey

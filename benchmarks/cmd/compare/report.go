@@ -195,13 +195,13 @@ func fmtRatio(v float64) string {
 }
 
 // ratioTable writes the base mode's median rate divided by each other
-// mode's, size by size; the LowLatency table leaves HighThroughput out
-// (that one has a table of its own, which includes LL).
+// mode's, size by size; the LowLatency table leaves the HighThroughput
+// rows out (HT has a table of its own, which includes LL).
 func (r *report) ratioTable(w func(string, ...any), baseName string, sm []*mode) {
 	base := findMode(baseName)
 	var peers []*mode
 	for _, m := range sm {
-		if m != base && !(baseName == "netio" && m.name == "netio-ht") {
+		if m != base && !(baseName == "netio" && strings.HasPrefix(m.name, "netio-ht")) {
 			peers = append(peers, m)
 		}
 	}
@@ -251,15 +251,30 @@ var htTargets = []target{
 	{"ofi", func(s int) bool { return s >= 4<<10 }, "4 KiB and up", 0.9},
 }
 
+// htRows are the netio HighThroughput rows, held to htTargets.
+var htRows = []string{"netio-ht", "netio-ht-batch"}
+
 // targets checks netio HT against its goals, at the sizes this run has.
 func (r *report) targets(w func(string, ...any)) {
+	var rows []string
+	for _, ht := range htRows {
+		rows = append(rows, r.targetRows(ht)...)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("\n### netio HT against its targets (medians of this run)\n\n| netio HT receiving with | / | target | this run | |\n|---|---|---|---|---|\n%s\n", strings.Join(rows, "\n"))
+}
+
+func (r *report) targetRows(htName string) []string {
+	recv := strings.TrimSuffix(strings.SplitN(findMode(htName).label, "/ ", 2)[1], ")")
 	var rows []string
 	for _, t := range htTargets {
 		peer := findMode(t.peer)
 		var cells []string
 		met, seen := true, false
 		for _, s := range r.Sizes {
-			ht, pp := r.streamPoint("netio-ht", s), r.streamPoint(t.peer, s)
+			ht, pp := r.streamPoint(htName, s), r.streamPoint(t.peer, s)
 			if !t.sizes(s) || ht == nil || pp == nil {
 				continue
 			}
@@ -281,12 +296,9 @@ func (r *report) targets(w func(string, ...any)) {
 		if !met || !seen {
 			verdict = "**not met**"
 		}
-		rows = append(rows, fmt.Sprintf("| %s, %s | at least %sx | %s | %s |", peer.label, t.what, strconv.FormatFloat(t.min, 'g', -1, 64), strings.Join(cells, ", "), verdict))
+		rows = append(rows, fmt.Sprintf("| %s | %s, %s | at least %sx | %s | %s |", recv, peer.label, t.what, strconv.FormatFloat(t.min, 'g', -1, 64), strings.Join(cells, ", "), verdict))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	w("\n### netio HT against its targets (medians of this run)\n\n| netio HT / | target | this run | |\n|---|---|---|---|\n%s\n", strings.Join(rows, "\n"))
+	return rows
 }
 
 // pageFill shows how full netio HT's pages were at the receiver: messages
@@ -294,28 +306,37 @@ func (r *report) targets(w func(string, ...any)) {
 // the sender sealed early (its writer looked paused to the reactor) show
 // up as a lower count.
 func (r *report) pageFill(w func(string, ...any)) {
-	var got, full []string
-	any := false
-	for _, s := range r.Sizes {
-		p := r.streamPoint("netio-ht", s)
-		var vs []float64
-		if p != nil {
-			for _, run := range p.Runs {
-				if v := run.PerPage(); v > 0 {
-					vs = append(vs, v)
+	var rows []string
+	for _, ht := range htRows {
+		var got []string
+		any := false
+		for _, s := range r.Sizes {
+			p := r.streamPoint(ht, s)
+			var vs []float64
+			if p != nil {
+				for _, run := range p.Runs {
+					if v := run.PerPage(); v > 0 {
+						vs = append(vs, v)
+					}
 				}
 			}
+			if len(vs) == 0 {
+				got = append(got, "-")
+			} else {
+				any = true
+				got = append(got, cell(summarize(vs), fmtPerPage))
+			}
 		}
-		if len(vs) == 0 {
-			got = append(got, "-")
-		} else {
-			any = true
-			got = append(got, cell(summarize(vs), fmtPerPage))
+		if any {
+			rows = append(rows, fmt.Sprintf("| %s | %s |", findMode(ht).label, strings.Join(got, " | ")))
 		}
-		full = append(full, fmtPerPage(float64(netio.DefaultPageSize-htPageHeader)/float64(prefixBytes+s)))
 	}
-	if !any {
+	if len(rows) == 0 {
 		return
+	}
+	var full []string
+	for _, s := range r.Sizes {
+		full = append(full, fmtPerPage(fullPage(s)))
 	}
 	w("\n### netio HT: messages per page at the receiver (median of the runs, min-max)\n\n| |")
 	for _, s := range r.Sizes {
@@ -325,7 +346,7 @@ func (r *report) pageFill(w func(string, ...any)) {
 	for range r.Sizes {
 		w("---|")
 	}
-	w("\n| in this run | %s |\n| a full page holds | %s |\n", strings.Join(got, " | "), strings.Join(full, " | "))
+	w("\n%s\n| a full page holds | %s |\n", strings.Join(rows, "\n"), strings.Join(full, " | "))
 }
 
 // htPageHeader and prefixBytes are netio's page header and per-message
@@ -334,6 +355,17 @@ const (
 	htPageHeader = 16
 	prefixBytes  = 8
 )
+
+// fullPage is how many messages of size bytes a full page carries: whole
+// records only, as a message that fits in a page never starts in the
+// last one's leftover room; larger ones span pages.
+func fullPage(size int) float64 {
+	room, rec := netio.DefaultPageSize-htPageHeader, prefixBytes+size
+	if rec <= room {
+		return float64(room / rec)
+	}
+	return float64(room) / float64(rec)
+}
 
 func fmtPerPage(v float64) string {
 	if v < 10 {
@@ -450,6 +482,7 @@ func oneLine(s string) string {
 var methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (` + sizeLabel(netio.DefaultBufferSize) + ` buffers, window ` + strconv.Itoa(netio.DefaultWindow) + `: larger messages travel in fragments of one buffer); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
 - **netio HT**: ` + "`netio.WithMode(netio.HighThroughput)`" + ` on both sides, otherwise default options (pages of ` + sizeLabel(netio.DefaultPageSize) + `, ` + strconv.Itoa(netio.DefaultPages) + ` of them, flush when full, on a pause of the writer or after ` + netio.DefaultFlushInterval.String() + `); one ` + "`Write`" + ` per message, which copies it behind an 8-byte length into the open page; the receiver takes each message with ` + "`NextMessage`" + ` (no copy out of the page), checks it and calls ` + "`Release`" + `. Like the bufio sender, the sender is killed at the end, so no final flush or ` + "`Close`" + ` is counted.
 - **ZeroMQ PUSH/PULL**: ` + "`SendBytes`/`RecvBytes`" + ` (pebbe/zmq4 copies each received message into a new Go slice: that is its API), one I/O thread. SNDHWM = RCVHWM = 1000 messages (ZeroMQ's default) but at most 32 MiB of messages per socket (512 at 64 KiB, 32 at 1 MiB); PUSH blocks at the mark.
+- **netio HT (NextBatch)**: the same sender; the receiver takes up to ` + strconv.Itoa(htBatch) + ` messages at a time with ` + "`NextBatch`" + ` (those already at hand, under one lock; valid until the next read, nothing to release).
 - **ZeroMQ PUSH/PULL (C)**: ` + "`csrc/zmq_thr.c`" + `, built by the run with gcc and ` + "`-lzmq`" + `, written as libzmq's own ` + "`local_thr`/`remote_thr`" + ` are: the sender ` + "`zmq_send`" + `s from one buffer (libzmq copies it into a message), the receiver reuses one ` + "`zmq_msg_t`" + ` with ` + "`zmq_msg_recv`" + ` (no copy out) and checks the sequence number; same HWMs and timing as the Go rows (a timer thread flips the phase, the loop reads it after every message). This is the "ZeroMQ from C" bar without cgo and pebbe/zmq4's copies.
 - **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
 - **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.
