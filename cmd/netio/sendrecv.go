@@ -213,10 +213,12 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	msg := make([]byte, cfg.size)
 	m := startProgress(cfg.progress, cfg.inPlace, "send", streamRate)
 	start := time.Now()
-	var end, guarded time.Time
+	var end time.Time
 	if cfg.lim.duration > 0 {
 		end = start.Add(cfg.lim.duration)
 	}
+	// A receiver that stops reading fails the run instead of hanging it.
+	unguard := guardProgress(c, func() int64 { return m.n.Load() }, hangGuard)
 	var n int64
 	var werr error
 	for {
@@ -237,12 +239,6 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 			res.Ended = "interrupted"
 			break
 		}
-		if now.Sub(guarded) > time.Second {
-			// A receiver that stops reading fails the run instead of
-			// hanging it.
-			c.SetWriteDeadline(now.Add(hangGuard))
-			guarded = now
-		}
 		if res.Timestamped {
 			binary.LittleEndian.PutUint64(msg, uint64(now.UnixNano()))
 			binary.LittleEndian.PutUint64(msg[8:], uint64(n))
@@ -255,6 +251,7 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 		m.addMessage(len(msg))
 	}
 	elapsed := time.Since(start)
+	unguard()
 	m.stop()
 	defer func() {
 		st := c.Stats()
@@ -287,6 +284,41 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 		return res, fmt.Errorf("the receiver closed without confirming the end of the stream (%v): it may not have read every message", err)
 	}
 	return res, nil
+}
+
+// guardProgress ends a Write that has made no progress for limit, by
+// moving the write deadline to now, until stop is called. Renewing a
+// deadline from the writing loop would do the same, but a write deadline
+// takes every HighThroughput Write off its fast path (netio checks
+// deadlines only on the slow one): 'send -mode ht -size 64' went from 5.3M
+// to 8.2M messages/s on a 2-vCPU VM without it.
+func guardProgress(c *netio.Conn, progress func() int64, limit time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(min(time.Second, limit))
+		defer tick.Stop()
+		last, since := progress(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if p := progress(); p != last {
+					last, since = p, now
+				} else if now.Sub(since) >= limit {
+					c.SetWriteDeadline(now)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // flushCounts are netio's Stats.Flushes*: why pages were sent.

@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/netio-go/netio"
 )
@@ -200,5 +204,48 @@ func TestSendUnreachable(t *testing.T) {
 	}
 	if send.stdout.String() != "" {
 		t.Errorf("stdout %q", send.stdout)
+	}
+}
+
+// A peer that stops reading ends a blocked Write once it has made no
+// progress for the guard's limit; a writer that progresses is left alone.
+func TestGuardProgress(t *testing.T) {
+	ln, err := netio.Listen("", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *netio.Conn, 1)
+	go func() {
+		c, _ := ln.AcceptConn()
+		accepted <- c // and never read from it
+	}()
+	c, err := netio.Dial("", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if peer := <-accepted; peer != nil {
+		defer peer.Close()
+	}
+	var n atomic.Int64
+	stop := guardProgress(c, n.Load, 300*time.Millisecond)
+	defer stop()
+	msg := make([]byte, 64<<10)
+	start := time.Now()
+	for {
+		if _, err := c.Write(msg); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("write: %v, want a deadline exceeded", err)
+			}
+			break
+		}
+		n.Add(1)
+		if time.Since(start) > runTimeout {
+			t.Fatal("the guard never ended the blocked write")
+		}
+	}
+	if el := time.Since(start); el < 300*time.Millisecond || el > 5*time.Second {
+		t.Errorf("the guard ended the write after %v, want 300-600ms after it blocked", el)
 	}
 }
