@@ -23,7 +23,7 @@ const (
 	// maxPings caps the round-trip phase: 20000 samples give a stable
 	// p99, and more would only make the phase longer on fast machines.
 	maxPings = 20000
-	// hangGuard is added to every phase's duration as a deadline on its
+	// hangGuard is added to every phase's duration as a read deadline on its
 	// connections, so a stalled transfer fails the demo with a time-out
 	// instead of hanging it.
 	hangGuard = 30 * time.Second
@@ -210,9 +210,13 @@ func connect(ln *netio.Listener, cfg demoConfig) (pair, error) {
 		}
 		return pair{}, a.err
 	}
+	// Read deadlines alone guard against a hang: every phase reads on at
+	// least one side, and a failed read closes both ends (failure), which
+	// ends a blocked Write too. A write deadline would also take every
+	// HighThroughput Write off netio's fast path.
 	deadline := time.Now().Add(cfg.duration + hangGuard)
-	client.SetDeadline(deadline)
-	a.c.SetDeadline(deadline)
+	client.SetReadDeadline(deadline)
+	a.c.SetReadDeadline(deadline)
 	return pair{client, a.c}, nil
 }
 
