@@ -43,8 +43,7 @@ type Conn struct {
 	peerWindow int // receive buffers the peer posts for us
 	txMax      int // sends the endpoint's transmit queue holds
 	txBufSize  int // the peer's buffer size: the largest fragment or page
-	fragMax    int // payload bytes of a LowLatency fragment
-	pageCap    int // payload bytes of a page
+	payloadMax int // payload bytes of one send buffer: a fragment or a page
 	rxKickAt   int // free receive buffers that make the reader kick the reactor
 	rxRefs     []atomic.Int32
 	maxSend    int
@@ -391,8 +390,7 @@ func (c *Conn) setPeer(h hello) error {
 		c.maxSend = int(h.maxMessage)
 	}
 	c.maxRecv = uint64(c.cfg.MaxMessageSize)
-	c.fragMax = c.txBufSize - headerSize
-	c.pageCap = c.txBufSize - headerSize
+	c.payloadMax = c.txBufSize - headerSize
 	c.rc = cursor{prefixed: c.ht, max: c.maxRecv}
 	var err error
 	if c.txRegion, err = c.dom.domain.NewRegion(c.txSlots * c.txBufSize); err != nil {

@@ -147,7 +147,7 @@ func (c *Conn) fits(n int) bool {
 	slots := uint64(c.txSlots)
 	free := int(slots - (c.txHead.Load() - c.txDone.Load()))
 	if !c.ht {
-		return free >= max(1, (n+c.fragMax-1)/c.fragMax)
+		return free >= max(1, (n+c.payloadMax-1)/c.payloadMax)
 	}
 	need := prefixSize + n
 	if c.wOpen {
@@ -156,11 +156,11 @@ func (c *Conn) fits(n int) bool {
 		if need <= room {
 			return true
 		}
-		if need > c.pageCap {
+		if need > c.payloadMax {
 			need -= room // a large message starts in the open page
 		}
 	}
-	return free >= (need+c.pageCap-1)/c.pageCap
+	return free >= (need+c.payloadMax-1)/c.payloadMax
 }
 
 // writeFragments sends p as LowLatency fragments, one send buffer each.
@@ -177,7 +177,7 @@ func (c *Conn) writeFragments(ctx context.Context, p []byte) (int, error) {
 				return off, err
 			}
 		}
-		n := min(len(p)-off, c.fragMax)
+		n := min(len(p)-off, c.payloadMax)
 		h := header{kind: kindData, fragLen: uint32(n), msgLen: uint64(len(p))}
 		if off+n == len(p) {
 			h.flags = flagLast
@@ -208,7 +208,7 @@ func (c *Conn) writeFragments(ctx context.Context, p []byte) (int, error) {
 func (c *Conn) writePage(ctx context.Context, p []byte) (int, error) {
 	w := &c.pw
 	need := prefixSize + len(p)
-	if c.wOpen && w.room() < need && need <= c.pageCap {
+	if c.wOpen && w.room() < need && need <= c.payloadMax {
 		c.seal(flushFull)
 	}
 	if !c.wOpen {
@@ -220,7 +220,7 @@ func (c *Conn) writePage(ctx context.Context, p []byte) (int, error) {
 	off := w.put(p)
 	for off < len(p) {
 		c.seal(flushFull)
-		if err := c.openPage(ctx, uint64(min(len(p)-off, c.pageCap))); err != nil {
+		if err := c.openPage(ctx, uint64(min(len(p)-off, c.payloadMax))); err != nil {
 			// Part of the message is on its way: the stream cannot go on.
 			c.werr = err
 			return off, err

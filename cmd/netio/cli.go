@@ -252,6 +252,24 @@ func modeFlag(fs *flag.FlagSet) *connMode {
 }
 
 // printJSON writes v indented.
+// report prints a command's summary, if it has one (a table, or JSON with
+// -json), and turns its error into the exit code.
+func report[R any](stdout, stderr io.Writer, cmd string, asJSON bool, res *R, err error, print func(io.Writer, *R)) int {
+	if res != nil {
+		if asJSON {
+			if err := printJSON(stdout, res); err != nil {
+				return failed(stderr, cmd, err)
+			}
+		} else {
+			print(stdout, res)
+		}
+	}
+	if err != nil {
+		return failed(stderr, cmd, err)
+	}
+	return exitOK
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -144,19 +144,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 		provider: *provider, to: *to, mode: *mode, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
-	if res != nil {
-		if *asJSON {
-			if err := printJSON(stdout, res); err != nil {
-				return failed(stderr, "send", err)
-			}
-		} else {
-			printSend(stdout, res)
-		}
-	}
-	if err != nil {
-		return failed(stderr, "send", err)
-	}
-	return exitOK
+	return report(stdout, stderr, "send", *asJSON, res, err, printSend)
 }
 
 // dial connects, giving up on Ctrl-C and after connectTimeout.
@@ -452,19 +440,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 		provider: *provider, listen: *listen, mode: *mode, lim: lim,
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
-	if res != nil {
-		if *asJSON {
-			if err := printJSON(stdout, res); err != nil {
-				return failed(stderr, "recv", err)
-			}
-		} else {
-			printRecv(stdout, res)
-		}
-	}
-	if err != nil {
-		return failed(stderr, "recv", err)
-	}
-	return exitOK
+	return report(stdout, stderr, "recv", *asJSON, res, err, printRecv)
 }
 
 // acceptOne listens on cfg.listen, says where on info, and accepts one
