@@ -540,6 +540,10 @@ func (c *Conn) pollCQ() bool {
 		busy = true
 		for i := 0; i < n && c.state != stateClosed; i++ {
 			cmp := &e.cqBuf[i]
+			if cmp.Token == ofi.TrapToken {
+				c.foreignOp()
+				continue
+			}
 			slot := uint32(cmp.Token)
 			switch cmp.Token & tokKindMask {
 			case tokRecv:
@@ -575,6 +579,10 @@ func (c *Conn) onCompletionError(ce *ofi.CompletionError) {
 	if c.state == stateClosed {
 		return
 	}
+	if ce.Token == ofi.TrapToken {
+		c.foreignOp() // a forged tagged message too large for the trap
+		return
+	}
 	err := error(&ce.AsyncError)
 	if c.finRecv {
 		// The peer closed in order and is gone: what we still tried to
@@ -599,6 +607,13 @@ func (c *Conn) onSent(slot uint32) {
 	}
 	c.txDone.Store(done)
 	c.notifyWriter()
+}
+
+// foreignOp ends a connection whose peer sent a libfabric tagged message,
+// caught by the ofi guard's trap: netio never sends one, and without the
+// trap the tcp provider would have crashed the process on it.
+func (c *Conn) foreignOp() {
+	c.protocolError("peer sent a libfabric tagged message, which netio never uses")
 }
 
 func (c *Conn) protocolError(format string, args ...any) {

@@ -74,6 +74,8 @@ func (p *PassiveEndpoint) Close() error {
 // FI_EP_MSG).
 type Endpoint struct {
 	c     *C.struct_fid_ep
+	rx    *C.struct_fid_ep // where receives are posted: c, or the guard's context
+	guard *guard           // tcp only (guard.go)
 	token uint64
 	eq    *EQ
 }
@@ -85,6 +87,15 @@ func (d *Domain) OpenEndpoint(info *Info, token uint64) (*Endpoint, error) {
 	e := &Endpoint{token: token}
 	if err := check("fi_endpoint", C.netio_endpoint(d.c, info.c, &e.c, C.uint64_t(token))); err != nil {
 		return nil, err
+	}
+	e.rx = e.c
+	if needsGuard(info) {
+		g, err := openGuard(d, info, e.c)
+		if err != nil {
+			C.netio_close(&e.c.fid)
+			return nil, err
+		}
+		e.guard, e.rx = g, g.srx
 	}
 	return e, nil
 }
@@ -99,8 +110,14 @@ func (e *Endpoint) BindEQ(q *EQ) error {
 	return nil
 }
 
-// BindCQ attaches a completion queue for sends and receives.
+// BindCQ attaches a completion queue for sends and receives. On tcp it
+// also receives completions carrying TrapToken (see guard.go).
 func (e *Endpoint) BindCQ(q *CQ) error {
+	if e.guard != nil {
+		if err := e.guard.bindCQ(q); err != nil {
+			return err
+		}
+	}
 	return check("fi_ep_bind(cq)", C.fi_ep_bind(e.c, &q.c.fid, C.FI_TRANSMIT|C.FI_RECV))
 }
 
@@ -158,7 +175,7 @@ func (e *Endpoint) PostRecv(r *Region, segs []Segment) (int, error) {
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	res := C.netio_post_recvs(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	res := C.netio_post_recvs(e.rx, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
 	return int(res.posted), checkSize("fi_recv", res.ret)
 }
 
@@ -192,7 +209,13 @@ func (e *Endpoint) Close() error {
 	}
 	fid := uintptr(unsafe.Pointer(&e.c.fid))
 	err := check("fi_close(ep)", C.netio_close(&e.c.fid))
-	e.c = nil
+	e.c, e.rx = nil, nil
+	if e.guard != nil {
+		if gerr := e.guard.close(); err == nil {
+			err = gerr
+		}
+		e.guard = nil
+	}
 	if e.eq != nil {
 		// Its queued events must go before another endpoint can be
 		// allocated at the same address.

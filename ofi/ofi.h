@@ -13,6 +13,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 static inline uint32_t netio_api_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
 
@@ -188,5 +189,19 @@ static inline int netio_getpeer(struct fid_ep *ep, void *addr, size_t *len) {
 }
 
 static inline int netio_close(struct fid *fid) { return fi_close(fid); }
+
+// netio_srx_open opens a shared receive context holding up to size
+// receives (see Endpoint's guard).
+static inline int netio_srx_open(struct fid_domain *d, size_t size, struct fid_ep **srx) {
+	struct fi_rx_attr attr;
+	memset(&attr, 0, sizeof attr);
+	attr.size = size;
+	return fi_srx_context(d, &attr, srx, NULL);
+}
+
+// netio_post_trap posts a tagged receive that matches every tag.
+static inline ssize_t netio_post_trap(struct fid_ep *srx, void *buf, size_t len, uint64_t token) {
+	return fi_trecv(srx, buf, len, NULL, 0, 0, ~(uint64_t)0, (void *)(uintptr_t)token);
+}
 
 #endif
