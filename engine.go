@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio/ofi"
@@ -12,15 +13,19 @@ import (
 
 // engine is the process's reactor and the libfabric objects it owns. Every
 // field not marked otherwise is touched only on the reactor thread.
+//
+// It drives links through the driven interface and paused writers through
+// idleWatcher, and knows nothing else of connections: links use the
+// engine, never the other way round.
 type engine struct {
 	r *reactor.Reactor
 
 	fabrics   map[string]*fabricRes // by provider and fabric name
 	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
 	nextToken uint64
-	dirty     []*Conn // connections whose CQ was used since the last fi_trywait
-	lingering []*Conn // connections closing, with a deadline
-	idle      []*Conn // HighThroughput connections with a page open: watched for a pause
+	dirty     []driven      // links whose CQ was used since the last fi_trywait
+	lingering []driven      // links closing, with a deadline
+	idle      []idleWatcher // open pages watched for a pause of their writer
 	idleTick  *reactor.Timer
 	ticking   bool
 	nextIdle  time.Time // Poll looks for paused writers from then on
@@ -29,6 +34,39 @@ type engine struct {
 	refs      int // guarded by engines.mu
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
+
+	// wakesInFlight counts wake-ups sent to parked goroutines that have
+	// not run yet. While there are any, nobody polls: Go's scheduler looks
+	// at the netpoller only when a processor has nothing else to run, so a
+	// goroutine that polls and yields would keep the woken one from
+	// running. Any goroutine.
+	wakesInFlight atomic.Int32
+	// parks counts readers that parked, for the benchmarks' wakes per
+	// message. Any goroutine.
+	parks atomic.Uint64
+}
+
+// driven is a link as the engine drives it.
+type driven interface {
+	// pollCQ reads the completion queue; it reports whether it did work.
+	pollCQ() bool
+	// queue is the completion queue to fi_trywait on (nil: none) and its fabric.
+	queue() (*fabricRes, *ofi.CQ)
+	// setDirty marks the link as in the busy list, returning the old mark.
+	setDirty(bool) bool
+	// lingerExpired finishes a close whose deadline has passed and
+	// reports whether it did.
+	lingerExpired(now time.Time) bool
+}
+
+// idleWatcher is an open page whose writer may pause.
+type idleWatcher interface {
+	// checkIdle seals the page if the writer paused, and reports whether
+	// to stop watching and whether it sealed.
+	checkIdle() (done, sealed bool)
+	// startIdle marks the watcher as watched; false if it already was.
+	startIdle() bool
+	stopIdle()
 }
 
 // eqTarget receives the connection-management events of one endpoint.
@@ -312,9 +350,9 @@ func (e *engine) TryWait() bool {
 		f.waits.Reset()
 		f.waits.Add(f.eq)
 	}
-	for _, c := range e.dirty {
-		if c.cq != nil {
-			c.fab.waits.Add(c.cq)
+	for _, d := range e.dirty {
+		if f, cq := d.queue(); cq != nil {
+			f.waits.Add(cq)
 		}
 	}
 	ok := true
@@ -330,8 +368,8 @@ func (e *engine) TryWait() bool {
 		}
 	}
 	if ok {
-		for _, c := range e.dirty {
-			c.dirty = false
+		for _, d := range e.dirty {
+			d.setDirty(false)
 		}
 		clear(e.dirty)
 		e.dirty = e.dirty[:0]
@@ -346,12 +384,10 @@ const idleTick = 50 * time.Microsecond
 // idleLook is how often a polling reactor looks for paused writers.
 const idleLook = 5 * time.Microsecond
 
-// watchIdle starts watching c's open page for a pause of its writer.
-func (e *engine) watchIdle(c *Conn) {
-	if !c.idleWatched {
-		c.idleWatched = true
-		c.idleSeen = ^uint64(0)
-		e.idle = append(e.idle, c)
+// watchIdle starts watching w's open page for a pause of its writer.
+func (e *engine) watchIdle(w idleWatcher) {
+	if w.startIdle() {
+		e.idle = append(e.idle, w)
 	}
 }
 
@@ -360,20 +396,17 @@ func (e *engine) watchIdle(c *Conn) {
 func (e *engine) checkIdle() bool {
 	sealed := false
 	for i := 0; i < len(e.idle); {
-		c := e.idle[i]
-		done, s := c.checkIdle()
+		w := e.idle[i]
+		done, s := w.checkIdle()
 		if done {
-			c.idleWatched = false
+			w.stopIdle()
 			last := len(e.idle) - 1
 			e.idle[i], e.idle[last] = e.idle[last], nil
 			e.idle = e.idle[:last]
 		} else {
 			i++
 		}
-		if s {
-			sealed = true
-			c.service()
-		}
+		sealed = sealed || s
 	}
 	return sealed
 }
@@ -383,43 +416,46 @@ func (e *engine) onIdleTick() {
 	e.checkIdle()
 }
 
-func (e *engine) markDirty(c *Conn) {
-	if !c.dirty {
-		c.dirty = true
-		e.dirty = append(e.dirty, c)
+// forgetIdle stops watching w.
+func (e *engine) forgetIdle(w idleWatcher) {
+	for i, x := range e.idle {
+		if x == w {
+			e.idle = append(e.idle[:i], e.idle[i+1:]...)
+			w.stopIdle()
+			return
+		}
 	}
 }
 
-func (e *engine) forget(c *Conn) {
-	if c.dirty {
-		for i, d := range e.dirty {
-			if d == c {
+// markDirty puts d in the busy list: its queue is read on every round
+// until fi_trywait says it is quiet.
+func (e *engine) markDirty(d driven) {
+	if !d.setDirty(true) {
+		e.dirty = append(e.dirty, d)
+	}
+}
+
+// forget drops d from the busy and closing lists.
+func (e *engine) forget(d driven) {
+	if d.setDirty(false) {
+		for i, x := range e.dirty {
+			if x == d {
 				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
 				break
 			}
 		}
-		c.dirty = false
 	}
-	for i, d := range e.lingering {
-		if d == c {
+	for i, x := range e.lingering {
+		if x == d {
 			e.lingering = append(e.lingering[:i], e.lingering[i+1:]...)
 			break
 		}
 	}
-	if c.idleWatched {
-		for i, d := range e.idle {
-			if d == c {
-				e.idle = append(e.idle[:i], e.idle[i+1:]...)
-				break
-			}
-		}
-		c.idleWatched = false
-	}
 }
 
-// linger starts watching c's close deadline.
-func (e *engine) linger(c *Conn) {
-	e.lingering = append(e.lingering, c)
+// linger starts watching d's close deadline.
+func (e *engine) linger(d driven) {
+	e.lingering = append(e.lingering, d)
 	if !e.sweeping {
 		e.sweeping = true
 		e.sweep.Start(20 * time.Millisecond)
@@ -429,8 +465,7 @@ func (e *engine) linger(c *Conn) {
 func (e *engine) sweepLingering() {
 	now := time.Now()
 	for i := 0; i < len(e.lingering); i++ {
-		if c := e.lingering[i]; now.After(c.lingerUntil) {
-			c.finishClose() // removes c from e.lingering
+		if e.lingering[i].lingerExpired(now) { // removes it from e.lingering
 			i--
 		}
 	}

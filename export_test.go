@@ -14,4 +14,11 @@ func ReactorStats() reactor.Stats {
 }
 
 // ReaderParks is how many times a Read parked in the netpoller.
-func ReaderParks() uint64 { return parks.Load() }
+func ReaderParks() uint64 {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	if engines.e == nil {
+		return 0
+	}
+	return engines.e.parks.Load()
+}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/netio-go/netio/ofi"
 )
@@ -124,16 +125,9 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 		return
 	}
 	c.listener = l
-	err = c.openEndpoint(req)
-	if err == nil {
-		err = c.setPeer(h)
-	}
-	if err == nil {
-		err = c.ep.Accept(c.hello())
-	}
+	err = c.link.accept(req, h)
 	req.Free()
 	if err != nil {
-		c.releaseResources()
 		eng.release()
 		return
 	}
@@ -148,8 +142,9 @@ var (
 // onConnected queues an accepted connection for Accept.
 func (l *Listener) onConnected(c *Conn) {
 	l.pending--
+	c.listener = nil
 	if l.closed {
-		c.finishClose()
+		c.link.finishClose()
 		return
 	}
 	l.accepted <- c // room was checked before accepting
@@ -158,7 +153,8 @@ func (l *Listener) onConnected(c *Conn) {
 // onFailed drops a connection that failed before it was established.
 func (l *Listener) onFailed(c *Conn) {
 	l.pending--
-	c.finishClose()
+	c.listener = nil
+	c.link.finishClose()
 }
 
 // Accept waits for and returns the next connection; it implements
@@ -193,15 +189,32 @@ func (l *Listener) Close() error {
 		l.closed = true
 		l.release()
 	})
+	// Close them all, then wait once: a peer that does not read costs one
+	// Linger in all, not one each.
+	var waits []<-chan struct{}
 	for {
 		select {
 		case c := <-l.accepted:
-			c.Close()
+			if done, _ := c.startClose(); done != nil {
+				waits = append(waits, done)
+			}
+			continue
 		default:
-			l.eng.release()
-			return nil
+		}
+		break
+	}
+	if len(waits) > 0 {
+		t := time.NewTimer(l.cfg.Linger + time.Second)
+		defer t.Stop()
+		for _, done := range waits {
+			select {
+			case <-done:
+			case <-t.C:
+			}
 		}
 	}
+	l.eng.release()
+	return nil
 }
 
 // Addr returns the listening address; its String can be passed to Dial.

@@ -60,47 +60,40 @@ func fuzzEngine(t testing.TB) *engine {
 	return &engine{r: r}
 }
 
+// newFuzzConn returns a HighThroughput Conn, connected as far as its link
+// knows, on an engine whose reactor is closed: nothing is ever posted.
+func newFuzzConn(t testing.TB, maxMsg int) *Conn {
+	c, err := newConn(fuzzEngine(t), Config{Mode: HighThroughput, MaxMessageSize: maxMsg}, "fuzz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.link
+	t.Cleanup(func() { l.rx.wake.close(); l.tx.wake.close() })
+	l.life.move(linkOpen)
+	l.sizes.maxSend, l.sizes.maxRecv = maxMsg, uint64(maxMsg)
+	return c
+}
+
 // newReadingConn returns a connected HighThroughput Conn with n receive
 // buffers of bufSize bytes (header included) and nothing to send.
 func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 	n = max(n, 1)
-	rx, err := newWaker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := newWaker()
-	if err != nil {
-		rx.close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rx.close(); tx.close() })
+	c := newFuzzConn(t, int(min(maxMsg, math.MaxInt)))
+	l := c.link
 	// What no page covers holds a pattern, so that bytes read from
 	// outside a page do not pass for the zeros of a fresh buffer.
-	rxMem := bytes.Repeat([]byte{0xa5}, n*bufSize)
-	return &Conn{
-		eng:        fuzzEngine(t),
-		cfg:        Config{Mode: HighThroughput, MaxMessageSize: int(maxMsg)},
-		network:    "fuzz",
-		ht:         true,
-		closing:    make(chan struct{}),
-		released:   make(chan struct{}),
-		dead:       make(chan struct{}),
-		connected:  make(chan error, 1),
-		cur:        -1,
-		rxWake:     rx,
-		txWake:     tx,
-		state:      stateConnected,
-		rxWindow:   n,
-		rxBufSize:  bufSize,
-		rxMem:      rxMem,
-		rxReady:    newSPSCRing(n),
-		rxFree:     newSPSCRing(n),
-		rxRefs:     make([]atomic.Int32, n),
-		rxKickAt:   1,
-		peerWindow: math.MaxInt32, // credits are not what these targets test
-		maxRecv:    maxMsg,
-		rc:         cursor{prefixed: true, max: maxMsg},
-	}
+	l.rx = recvQueue{mem: bytes.Repeat([]byte{0xa5}, n*bufSize), bufSize: bufSize, wake: l.rx.wake,
+		ready: newSPSCRing(n), free: newSPSCRing(n), refs: make([]atomic.Int32, n), kickAt: 1}
+	l.rxReclaim = make([]uint32, 0, n)
+	// Credits are not what these targets test: any the pages return fit.
+	l.credit.reset(math.MaxInt32, n)
+	l.credit.credits = 0
+	l.sizes.maxRecv = maxMsg
+	l.frames = pages{}.checker(maxMsg)
+	c.recv.frames = pages{}.reader()
+	c.recv.pos.max = maxMsg
+	c.recv.spares.limit = 4 * bufSize
+	return c
 }
 
 // deliver hands bufs to c the way the reactor does, each in a receive
@@ -110,27 +103,28 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 // onRecv (which would refuse it) and goes to the reader, which must refuse
 // it on its own. It returns the buffers handed to the reader.
 func deliver(c *Conn, bufs [][]byte, bypass bool) (pushed []uint32) {
+	l := c.link
 	for i, b := range bufs {
-		if c.deadErr != nil {
+		if l.life.ended.Load() {
 			break
 		}
 		slot := uint32(i)
-		copy(c.rxMem[i*c.rxBufSize:], b)
+		copy(l.rx.mem[i*l.rx.bufSize:], b)
 		if bypass && len(b) >= headerSize {
 			if h := readHeader(b); h.kind == kindPage && uint64(h.fragLen)+headerSize == uint64(len(b)) && h.msgLen > uint64(h.fragLen) {
-				c.rxReady.push(slot)
+				l.rx.ready.push(slot)
 				pushed = append(pushed, slot)
 				continue
 			}
 		}
-		before := c.rxReady.len()
-		c.onRecv(slot, uint64(len(b)))
-		if c.rxReady.len() > before {
+		before := l.rx.ready.len()
+		l.onRecv(slot, uint64(len(b)))
+		if l.rx.ready.len() > before {
 			pushed = append(pushed, slot)
 		}
 	}
-	if c.deadErr == nil {
-		c.fail(io.EOF)
+	if !l.life.ended.Load() {
+		l.fail(io.EOF)
 	}
 	return pushed
 }
@@ -289,14 +283,15 @@ func checkInRx(t *testing.T, c *Conn, b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(c.rxMem)))
+	rx := &c.link.rx
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem)))
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if at < base || at >= base+uintptr(len(c.rxMem)) {
+	if at < base || at >= base+uintptr(len(rx.mem)) {
 		return // joined in a buffer of the Conn's own
 	}
-	slot := int(at-base) / c.rxBufSize
-	off := int(at-base) - slot*c.rxBufSize
-	h := readHeader(c.rxMem[slot*c.rxBufSize:])
+	slot := int(at-base) / rx.bufSize
+	off := int(at-base) - slot*rx.bufSize
+	h := readHeader(rx.mem[slot*rx.bufSize:])
 	if off < headerSize || off+len(b) > headerSize+int(h.fragLen) {
 		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, headerSize, headerSize+int(h.fragLen))
 	}
@@ -305,18 +300,19 @@ func checkInRx(t *testing.T, c *Conn, b []byte) {
 // checkInPage checks that a Message handed out of a receive buffer lies
 // within that buffer's payload.
 func checkInPage(t *testing.T, c *Conn, m Message) {
-	if m.c != c || cap(m.b) != len(m.b) {
-		t.Fatalf("Message of %d bytes: conn %p (want %p), capacity %d", len(m.b), m.c, c, cap(m.b))
+	rx := &c.link.rx
+	if m.r != &c.recv || cap(m.b) != len(m.b) {
+		t.Fatalf("Message of %d bytes: reader %p (want %p), capacity %d", len(m.b), m.r, &c.recv, cap(m.b))
 	}
 	if m.slot < 0 || len(m.b) == 0 {
 		return
 	}
-	if int(m.slot) >= c.rxWindow {
-		t.Fatalf("Message from receive buffer %d of %d", m.slot, c.rxWindow)
+	if int(m.slot) >= len(rx.refs) {
+		t.Fatalf("Message from receive buffer %d of %d", m.slot, len(rx.refs))
 	}
-	off := int(m.slot) * c.rxBufSize
-	h := readHeader(c.rxMem[off:])
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(c.rxMem))) + uintptr(off+headerSize)
+	off := int(m.slot) * rx.bufSize
+	h := readHeader(rx.mem[off:])
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem))) + uintptr(off+headerSize)
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(m.b)))
 	if at < base || at+uintptr(len(m.b)) > base+uintptr(h.fragLen) {
 		t.Fatalf("Message of %d bytes at %d of page %d, whose payload is %d bytes", len(m.b), int64(at)-int64(base), m.slot, h.fragLen)
@@ -338,8 +334,9 @@ func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed [
 			freed[s]++
 		}
 	}
+	rx := &c.link.rx
 	checkHeld := func(when string) {
-		drain(c.rxFree)
+		drain(rx.free)
 		for i, h := range held {
 			if h.m.slot >= 0 && freed[uint32(h.m.slot)] > 0 {
 				t.Fatalf("%s: receive buffer %d went back to the reactor while message %d from it is held", when, h.m.slot, i)
@@ -357,10 +354,10 @@ func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed [
 	if !closeFirst {
 		c.Close()
 	}
-	drain(c.rxFree)
-	drain(c.rxReady)
-	for s := range c.rxRefs {
-		if n := c.rxRefs[s].Load(); n != 0 {
+	drain(rx.free)
+	drain(rx.ready)
+	for s := range rx.refs {
+		if n := rx.refs[s].Load(); n != 0 {
 			t.Fatalf("receive buffer %d: %d references after every message was released", s, n)
 		}
 	}
@@ -636,44 +633,35 @@ func FuzzPageDecoder(f *testing.F) {
 // newWritingConn returns a connected HighThroughput Conn that writes pages
 // of pageCap payload bytes into slots send buffers.
 func newWritingConn(t testing.TB, pageCap, slots, maxSend int) *Conn {
-	return &Conn{
-		eng:        fuzzEngine(t),
-		cfg:        Config{Mode: HighThroughput, MaxMessageSize: maxSend},
-		network:    "fuzz",
-		ht:         true,
-		closing:    make(chan struct{}),
-		released:   make(chan struct{}),
-		dead:       make(chan struct{}),
-		connected:  make(chan error, 1),
-		cur:        -1,
-		state:      stateConnected,
-		txSlots:    slots,
-		txBufSize:  headerSize + pageCap,
-		payloadMax: pageCap,
-		maxSend:    maxSend,
-		txMem:      make([]byte, slots*(headerSize+pageCap)),
-		txLen:      make([]uint32, slots),
-	}
+	c := newFuzzConn(t, maxSend)
+	l, s := c.link, &c.send
+	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+pageCap)), bufSize: headerSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	s.frames = pages{}.writer(pageCap)
+	s.maxSend = maxSend
+	s.lazy = true
+	s.watch = &pageWatch{s: s, l: l} // its notices go to the closed reactor
+	return c
 }
 
 // sentPages takes the pages c has sealed, as if the reactor had posted
 // them and their sends had completed.
 func sentPages(t *testing.T, c *Conn) (pages [][]byte) {
-	done, head := c.txDone.Load(), c.txHead.Load()
+	q := &c.link.tx
+	done, head := q.done.Load(), q.head.Load()
 	for ; done < head; done++ {
-		slot := int(done % uint64(c.txSlots))
-		off := slot * c.txBufSize
-		n := int(c.txLen[slot])
-		if n < headerSize || n > c.txBufSize {
-			t.Fatalf("page of %d bytes in a send buffer of %d", n, c.txBufSize)
+		slot := int(done % uint64(q.slots))
+		off := slot * q.bufSize
+		n := int(q.lens[slot])
+		if n < headerSize || n > q.bufSize {
+			t.Fatalf("page of %d bytes in a send buffer of %d", n, q.bufSize)
 		}
-		page := bytes.Clone(c.txMem[off : off+n])
+		page := bytes.Clone(q.mem[off : off+n])
 		if h := readHeader(page); h.kind != kindPage || int(h.fragLen) != n-headerSize {
 			t.Fatalf("page header %+v on %d bytes", h, n)
 		}
 		pages = append(pages, page)
 	}
-	c.txDone.Store(head)
+	q.done.Store(head)
 	return pages
 }
 
@@ -868,8 +856,8 @@ func runRoundTrip(t *testing.T, data []byte) {
 				want = append(want, m.b)
 			}
 		}
-		if w.wOpen && w.pw.room() < prefixSize {
-			t.Fatalf("after write %d the open page has %d bytes left: too few for a length, it should have been sent", i, w.pw.room())
+		if pw := w.send.frames.(*pageWriter); w.send.open && pw.room() < prefixSize {
+			t.Fatalf("after write %d the open page has %d bytes left: too few for a length, it should have been sent", i, pw.room())
 		}
 		pages = append(pages, sentPages(t, w)...)
 		i = j
@@ -887,14 +875,14 @@ func runRoundTrip(t *testing.T, data []byte) {
 			}
 		}
 	}
-	if w.wMsgs != uint64(len(want)) {
-		t.Fatalf("writer counted %d messages, %d were written", w.wMsgs, len(want))
+	if w.send.msgs != uint64(len(want)) {
+		t.Fatalf("writer counted %d messages, %d were written", w.send.msgs, len(want))
 	}
 
 	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
-		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.deadErr)
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
 	}
 	total := 0
 	for _, m := range want {
@@ -929,8 +917,8 @@ func runRoundTrip(t *testing.T, data []byte) {
 			t.Fatalf("message %d of %d bytes in pages of %d: handed out of its page %v", i, len(want[i]), pageCap, zc)
 		}
 	}
-	if c.rxMsgs != uint64(len(want)) {
-		t.Fatalf("reader counted %d messages, %d were written", c.rxMsgs, len(want))
+	if c.recv.msgs != uint64(len(want)) {
+		t.Fatalf("reader counted %d messages, %d were written", c.recv.msgs, len(want))
 	}
 	finish(t, c, held, closeFirst, pushed)
 }

@@ -3,6 +3,7 @@ package netio
 import (
 	"errors"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +19,9 @@ import (
 // parked in the netpoller is resumed by whichever thread polls, the way a
 // net.TCPConn reader is. The eventfd also gives deadlines for free.
 type waker struct {
-	f  *os.File
-	fd int
+	f    *os.File
+	raw  syscall.RawConn
+	ring func(fd uintptr) bool // made once: a wake allocates nothing
 }
 
 func newWaker() (*waker, error) {
@@ -27,14 +29,26 @@ func newWaker() (*waker, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	return &waker{f: os.NewFile(uintptr(fd), "netio-waker"), fd: fd}, nil
+	w := &waker{f: os.NewFile(uintptr(fd), "netio-waker")}
+	if w.raw, err = w.f.SyscallConn(); err != nil {
+		w.f.Close()
+		return nil, err
+	}
+	w.ring = func(fd uintptr) bool {
+		unix.Write(int(fd), wakeValue[:])
+		return true // never wait: an eventfd write fails only on overflow
+	}
+	return w, nil
 }
 
 var wakeValue = [8]byte{1}
 
 // wake makes a pending or the next wait return. Any goroutine, including
-// the reactor; one system call, made only when someone waits.
-func (w *waker) wake() { unix.Write(w.fd, wakeValue[:]) }
+// the reactor; one system call, made only when someone waits. It writes
+// through the file, which holds the descriptor for the call, so a wake
+// that comes after close (a context's AfterFunc, say) does nothing instead
+// of writing to whatever now has the descriptor's number.
+func (w *waker) wake() { w.raw.Write(w.ring) }
 
 // wait blocks until wake, the deadline set by setDeadline, or close.
 func (w *waker) wait() error {

@@ -1,0 +1,109 @@
+package netio
+
+import "fmt"
+
+// creditWindow is one connection's flow control, with no I/O: the numbers
+// that keep a sender from ever sending to a peer that has no receive
+// buffer posted for it (which verbs turns into an error, not a wait).
+//
+// Each side posts receive buffers and tells the peer how many at connect.
+// A credit is one such buffer of the peer's: every send takes one. When a
+// side has consumed a buffer and posted it again, it owes the peer that
+// credit, and returns what it owes in the header of its next send, or in
+// an explicit credit message when it has nothing to send.
+//
+// The invariant that makes this deadlock-free: a data send never takes the
+// last credit. One always stays back, so that a side can still return the
+// credits it owes (or send FIN) when its data has used up the rest: two
+// sides that each wait for the other's credits would otherwise both wait.
+//
+// All methods run on the reactor.
+type creditWindow struct {
+	peerWindow int // buffers the peer posted for us at connect: the most we may hold
+	ourWindow  int // buffers we post for the peer
+	credits    int // sends we may still make
+	owed       int // buffers we re-posted and have not told the peer about
+	peerHeld   int // credits the peer holds on us, as far as we know
+}
+
+// maxGive is the most credits one header carries (a uint16).
+const maxGive = 0xffff
+
+// reserveForControl is how many credits a data send leaves untouched.
+const reserveForControl = 1
+
+// reset starts a connection: the peer may use every buffer we posted, and
+// we every buffer it posted.
+func (w *creditWindow) reset(peerWindow, ourWindow int) {
+	*w = creditWindow{peerWindow: peerWindow, ourWindow: ourWindow, credits: peerWindow, peerHeld: ourWindow}
+}
+
+// sendKind says whether a send carries data, which must leave the reserve
+// alone, or is a control message (a credit return, FIN), which may use it.
+type sendKind bool
+
+const (
+	dataSend    sendKind = false
+	controlSend sendKind = true
+)
+
+// canTake reports whether a send of kind k may go out now.
+func (w *creditWindow) canTake(k sendKind) bool {
+	if k == controlSend {
+		return w.credits >= 1
+	}
+	return w.credits >= 1+reserveForControl
+}
+
+// take spends a credit on a send and returns the credits owed to the peer
+// that its header carries back. ok is false, and nothing changes, when the
+// window does not allow the send.
+func (w *creditWindow) take(k sendKind) (give uint16, ok bool) {
+	if !w.canTake(k) {
+		return 0, false
+	}
+	g := min(w.owed, maxGive)
+	w.owed -= g
+	w.peerHeld += g
+	w.credits--
+	return uint16(g), true
+}
+
+// undo takes back a send that take allowed but that was not posted (a full
+// queue): its credit and what it was to give back.
+func (w *creditWindow) undo(give uint16) {
+	w.owed += int(give)
+	w.peerHeld -= int(give)
+	w.credits++
+}
+
+// used records that the peer's send consumed one of our buffers.
+func (w *creditWindow) used() { w.peerHeld-- }
+
+// give adds credits the peer returned in a header. More than its window is
+// a protocol violation.
+func (w *creditWindow) give(n uint16) error {
+	if w.credits+int(n) > w.peerWindow {
+		return fmt.Errorf("%w: peer returned %d credits for a window of %d", ErrProtocol, w.credits+int(n), w.peerWindow)
+	}
+	w.credits += int(n)
+	return nil
+}
+
+// owe records n of our buffers posted again: credits the peer gets back
+// with our next send.
+func (w *creditWindow) owe(n int) { w.owed += n }
+
+// owing reports whether we hold credits the peer has not been given.
+func (w *creditWindow) owing() bool { return w.owed > 0 }
+
+// returnable reports whether an explicit credit message is due: enough is
+// owed to be worth a message of its own (half our window), or the peer is
+// about to stall for want of it, and a credit is there to send it with.
+func (w *creditWindow) returnable() bool {
+	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.peerStarved()) && w.canTake(controlSend)
+}
+
+// peerStarved reports whether the peer is down to its reserve: it can send
+// no data until we return credit.
+func (w *creditWindow) peerStarved() bool { return w.peerHeld < 1+reserveForControl }

@@ -1,0 +1,177 @@
+package netio
+
+import (
+	"errors"
+	"testing"
+)
+
+// checkWindow holds the window's invariants: the credits we hold are
+// within the peer's window; the credits the peer holds, those we owe it
+// and the buffers it has used that we have not re-posted add up to our
+// window; nothing is negative.
+func checkWindow(t *testing.T, step string, w *creditWindow, unposted int) {
+	t.Helper()
+	switch {
+	case w.credits < 0 || w.credits > w.peerWindow:
+		t.Fatalf("%s: credits %d outside [0, %d]", step, w.credits, w.peerWindow)
+	case w.owed < 0:
+		t.Fatalf("%s: owed %d", step, w.owed)
+	case w.peerHeld+w.owed+unposted != w.ourWindow:
+		t.Fatalf("%s: peer holds %d, we owe %d, %d unposted: not our window of %d", step, w.peerHeld, w.owed, unposted, w.ourWindow)
+	}
+}
+
+func TestCreditWindowDataLeavesReserve(t *testing.T) {
+	for _, window := range []int{2, 4, 16} {
+		var w creditWindow
+		w.reset(window, 8)
+		sent := 0
+		for {
+			if _, ok := w.take(dataSend); !ok {
+				break
+			}
+			sent++
+			checkWindow(t, "data send", &w, 0)
+		}
+		if want := window - reserveForControl; sent != want {
+			t.Errorf("window %d: %d data sends, want %d (one credit kept back)", window, sent, want)
+		}
+		if !w.canTake(controlSend) {
+			t.Errorf("window %d: no credit left for a control message after the data", window)
+		}
+		if _, ok := w.take(controlSend); !ok {
+			t.Errorf("window %d: control send refused with the reserve in hand", window)
+		}
+		if _, ok := w.take(controlSend); ok {
+			t.Errorf("window %d: a send with no credit at all", window)
+		}
+		checkWindow(t, "after control", &w, 0)
+	}
+}
+
+// The steps of a connection's life as the reactor sees them, with what
+// each must do to the window.
+func TestCreditWindowSequences(t *testing.T) {
+	type step struct {
+		op      string // take, control, undo, used, repost, give
+		n       int
+		wantOK  bool   // take/control: allowed; give: no error
+		wantGiv uint16 // take/control: credits the header carries
+	}
+	tests := []struct {
+		name       string
+		peer, ours int
+		steps      []step
+	}{
+		{"credits ride on data", 4, 4, []step{
+			{op: "used", n: 2}, {op: "repost", n: 2},
+			{op: "take", wantOK: true, wantGiv: 2},
+			{op: "take", wantOK: true, wantGiv: 0},
+		}},
+		{"a send not posted gives its credits back", 4, 4, []step{
+			{op: "used", n: 3}, {op: "repost", n: 3},
+			{op: "take", wantOK: true, wantGiv: 3},
+			{op: "undo", n: 3},
+			{op: "take", wantOK: true, wantGiv: 3},
+		}},
+		{"returned credits reopen the window", 3, 4, []step{
+			{op: "take", wantOK: true}, {op: "take", wantOK: true},
+			{op: "take", wantOK: false},
+			{op: "give", n: 2, wantOK: true},
+			{op: "take", wantOK: true}, {op: "take", wantOK: true},
+			{op: "take", wantOK: false},
+		}},
+		{"a peer returning more than its window is refused", 4, 4, []step{
+			{op: "take", wantOK: true},
+			{op: "give", n: 2, wantOK: false},
+			{op: "give", n: 1, wantOK: true},
+		}},
+		{"control messages use the reserve", 2, 4, []step{
+			{op: "take", wantOK: true},
+			{op: "take", wantOK: false},
+			{op: "used", n: 4}, {op: "repost", n: 4},
+			{op: "control", wantOK: true, wantGiv: 4},
+			{op: "control", wantOK: false},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w creditWindow
+			w.reset(tt.peer, tt.ours)
+			unposted := 0
+			for i, s := range tt.steps {
+				name := s.op
+				switch s.op {
+				case "take", "control":
+					k := dataSend
+					if s.op == "control" {
+						k = controlSend
+					}
+					give, ok := w.take(k)
+					if ok != s.wantOK || ok && give != s.wantGiv {
+						t.Fatalf("step %d %s: (%d, %v), want (%d, %v)", i, s.op, give, ok, s.wantGiv, s.wantOK)
+					}
+				case "undo":
+					w.undo(uint16(s.n))
+				case "used":
+					for j := 0; j < s.n; j++ {
+						w.used()
+					}
+					unposted += s.n
+				case "repost":
+					w.owe(s.n)
+					unposted -= s.n
+				case "give":
+					err := w.give(uint16(s.n))
+					if (err == nil) != s.wantOK {
+						t.Fatalf("step %d give %d: %v", i, s.n, err)
+					}
+					if err != nil && !errors.Is(err, ErrProtocol) {
+						t.Fatalf("step %d: %v is not ErrProtocol", i, err)
+					}
+				}
+				checkWindow(t, name, &w, unposted)
+			}
+		})
+	}
+}
+
+func TestCreditWindowReturnable(t *testing.T) {
+	var w creditWindow
+	w.reset(4, 8)
+	if w.returnable() {
+		t.Fatal("returnable with nothing owed")
+	}
+	w.used()
+	w.owe(1)
+	if w.returnable() {
+		t.Fatal("one credit of eight owed, peer not starved: not worth a message")
+	}
+	for i := 0; i < 3; i++ {
+		w.used()
+		w.owe(1)
+	}
+	if !w.returnable() {
+		t.Fatal("half the window owed: a credit message is due")
+	}
+	// The peer down to its reserve needs it at once, even for one credit.
+	w.reset(4, 8)
+	for i := 0; i < 7; i++ {
+		w.used()
+	}
+	if !w.peerStarved() {
+		t.Fatal("peer holds one credit: starved")
+	}
+	w.owe(1)
+	if !w.returnable() {
+		t.Fatal("a starved peer gets what is owed at once")
+	}
+	// No credit to send it with: not returnable, whatever is owed.
+	for w.canTake(controlSend) {
+		w.take(controlSend)
+	}
+	w.owe(4)
+	if w.returnable() {
+		t.Fatal("returnable without a credit to send it")
+	}
+}

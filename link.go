@@ -1,0 +1,806 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/netio-go/netio/ofi"
+)
+
+// link is the transport under a connection: one libfabric endpoint with its
+// completion queue and registered buffers, the handshake, credit-based
+// flow control and the connection's lifecycle. Everything in it belongs to
+// the reactor, except what the user side shares through tx and rx (the
+// hand-off queues), life's done/err, and kick.
+//
+// It knows nothing of how messages are used: its owner (a Conn today) is
+// told of the handshake and of the end, gets control messages of kinds the
+// link does not know, and may take data messages on the reactor
+// (onMessage). The send and receive sides are sized apart, so that one end
+// may post a few small buffers while the other sends large pages.
+type link struct {
+	eng     *engine
+	owner   linkOwner
+	stats   *connStats // the owner's: the link counts buffers
+	cfg     linkConfig
+	network string
+	life    lifecycle
+	credit  creditWindow
+	tx      sendQueue
+	rx      recvQueue
+	frames  frameCheck // set at the handshake
+	sizes   linkSizes  // set at open and at the handshake
+
+	scheduled atomic.Bool // kick queued a task
+
+	// Reactor only.
+	res         linkResources
+	dirty       bool
+	txPosted    uint64   // sends posted; txPosted-tx.done are in flight
+	txCompleted []bool   // per send buffer: completed out of order
+	rxReclaim   []uint32 // receive buffers to post again without a reader
+	gives       []uint16 // credits carried by each send of the batch being posted
+	rxNotify    bool     // data arrived in this poll: wake the reader after it
+	finSent     bool
+	finRecv     bool
+	onMessage   func(msg []byte) // data on the reactor (Config.OnMessage), or nil
+	assembled   []byte           // onMessage's message from several fragments
+	connected   chan error       // the handshake's outcome, for Dial
+}
+
+// linkConfig is what a link posts and accepts, from the Config of its
+// owner.
+type linkConfig struct {
+	mode       Mode
+	rxWindow   int // receive buffers posted for the peer
+	rxBufSize  int // bytes each, header included
+	txWindow   int // send buffers kept at most
+	txBufSize  int // bytes each at most
+	maxMessage int
+	linger     time.Duration
+}
+
+func linkConfigOf(c *Config) linkConfig {
+	return linkConfig{mode: c.Mode, rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
+}
+
+// linkSizes are fixed once the link is connected.
+type linkSizes struct {
+	txMax      int    // sends the endpoint's transmit queue holds
+	peerWindow int    // receive buffers the peer posts for us
+	maxSend    int    // largest message we may send
+	maxRecv    uint64 // largest message we accept
+	msgMax     int    // largest fragment or page the provider carries
+}
+
+// linkResources are the libfabric objects a link holds.
+type linkResources struct {
+	token     uint64
+	fab       *fabricRes
+	dom       *domainRes
+	ep        *ofi.Endpoint
+	cq        *ofi.CQ
+	cqWatched bool // registered with the reactor
+	cqWait    ofi.WaitList
+	rxRegion  *ofi.Region
+	txRegion  *ofi.Region
+	ctl       controlSlots
+}
+
+// linkOwner is told what happens to a link. Its methods run on the reactor.
+type linkOwner interface {
+	// sized is the handshake done: the link's queues are sized and its
+	// framing chosen; the owner builds what uses them.
+	sized(l *link) error
+	// up is the link connected and ready.
+	up(l *link)
+	// setupFailed is the link failed before it was up.
+	setupFailed(l *link)
+	// control takes a message of a kind the link does not handle; an error
+	// ends the link.
+	control(l *link, kind uint8, payload []byte) error
+	// released is everything freed.
+	released(l *link)
+}
+
+// Tokens of completion-queue operations: the kind in the top bits, the
+// buffer index below. ofi.TrapToken (all ones) is the guard's.
+const (
+	tokRecv     = 0 << 62
+	tokSend     = 1 << 62
+	tokCtl      = 2 << 62
+	tokKindMask = 3 << 62
+)
+
+func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, network string) (*link, error) {
+	rx, err := newWaker()
+	if err != nil {
+		return nil, err
+	}
+	tx, err := newWaker()
+	if err != nil {
+		rx.close()
+		return nil, err
+	}
+	l := &link{eng: eng, owner: owner, stats: stats, cfg: cfg, network: network, life: newLifecycle(), connected: make(chan error, 1)}
+	l.rx.wake, l.tx.wake = rx, tx
+	return l, nil
+}
+
+// openEndpoint opens the endpoint, queue and receive buffers of l from info and
+// posts every receive buffer, so the peer may send as soon as it is
+// connected.
+func (l *link) openEndpoint(info *ofi.Info) (err error) {
+	e, res := l.eng, &l.res
+	if res.fab, err = e.fabricFor(info); err != nil {
+		return err
+	}
+	if res.dom, err = res.fab.domainFor(info); err != nil {
+		return err
+	}
+	// Never more receives or sends in flight than the endpoint's queues
+	// hold: tcp ignores its limits, verbs answers EAGAIN.
+	window, bufSize := l.cfg.rxWindow, l.cfg.rxBufSize
+	if rx := info.RxSize(); rx >= minWindow && rx < window {
+		window = rx
+	}
+	l.sizes.txMax = minWindow
+	if tx := info.TxSize() - ctlSlots; tx >= minWindow {
+		l.sizes.txMax = tx
+	}
+	l.sizes.msgMax = maxBufferSize
+	if m := info.MaxMsgSize(); m >= minBufferSize && m < maxBufferSize {
+		l.sizes.msgMax = int(m)
+	}
+	bufSize = min(bufSize, l.sizes.msgMax)
+	res.token = e.newToken(l)
+	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
+		return err
+	}
+	// Receives, sends, control messages, and the tcp guard's trap.
+	if res.cq, err = res.dom.domain.OpenCQ(window + l.cfg.txWindow + ctlSlots + 2); err != nil {
+		return err
+	}
+	if err = res.ep.BindEQ(res.fab.eq); err != nil {
+		return err
+	}
+	if err = res.ep.BindCQ(res.cq); err != nil {
+		return err
+	}
+	if err = res.ep.Enable(); err != nil {
+		return err
+	}
+	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
+		return err
+	}
+	if err = res.ctl.open(res.dom.domain); err != nil {
+		return err
+	}
+	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
+		ready: newSPSCRing(window), free: newSPSCRing(window), refs: make([]atomic.Int32, window),
+		kickAt: max(1, window/4)}
+	if framingFor(l.cfg.mode).writer(minBufferSize).lazy() {
+		// A page holds many messages: hand each back as soon as it is
+		// read, the way NetIO re-posts a page.
+		l.rx.kickAt = 1
+	}
+	l.rxReclaim = make([]uint32, 0, window)
+	l.gives = make([]uint16, 0, l.cfg.txWindow)
+	segs := e.segBuf[:0]
+	for i := 0; i < window; i++ {
+		segs = append(segs, ofi.Segment{Offset: uint64(i * bufSize), Len: uint64(bufSize), Token: tokRecv | uint64(i)})
+	}
+	e.segBuf = segs[:0]
+	if _, err = res.ep.PostRecv(res.rxRegion, segs); err != nil {
+		return err
+	}
+	res.cqWait.Add(res.cq)
+	if err = e.r.Register(res.cq.FD(), reactorIn, (*cqHandler)(l)); err != nil {
+		return err
+	}
+	res.cqWatched = true
+	e.markDirty(l)
+	return nil
+}
+
+// hello is what l tells the peer at connect: what it posts for it.
+func (l *link) hello() []byte {
+	return hello{version: protocolLevel, mode: l.cfg.mode, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}.marshal()
+}
+
+// connect begins an active connection.
+func (l *link) connect(info *ofi.Info) error {
+	if err := l.openEndpoint(info); err != nil {
+		l.releaseResources()
+		return err
+	}
+	if err := l.res.ep.Connect(info, l.hello()); err != nil {
+		l.releaseResources()
+		return err
+	}
+	return nil
+}
+
+// accept answers the connection request info with h from the peer.
+func (l *link) accept(info *ofi.Info, h hello) error {
+	err := l.openEndpoint(info)
+	if err == nil {
+		err = l.setPeer(h)
+	}
+	if err == nil {
+		err = l.res.ep.Accept(l.hello())
+	}
+	if err != nil {
+		l.releaseResources()
+	}
+	return err
+}
+
+// setPeer records what the peer posts for us and sizes the send side.
+func (l *link) setPeer(h hello) error {
+	// Use at most what we would keep ourselves: the peer's handshake must
+	// not choose how much memory this side commits. Fewer send buffers and
+	// smaller fragments than the peer offers are always allowed.
+	s := &l.sizes
+	s.peerWindow = int(h.window)
+	slots := min(int(h.window), l.cfg.txWindow, s.txMax)
+	bufSize := min(int(h.bufferSize), l.cfg.txBufSize, s.msgMax)
+	l.credit.reset(s.peerWindow, len(l.rx.refs))
+	s.maxSend = l.cfg.maxMessage
+	if h.maxMessage < uint64(s.maxSend) {
+		s.maxSend = int(h.maxMessage)
+	}
+	s.maxRecv = uint64(l.cfg.maxMessage)
+	l.frames = framingFor(l.cfg.mode).checker(s.maxRecv)
+	var err error
+	if l.res.txRegion, err = l.res.dom.domain.NewRegion(slots * bufSize); err != nil {
+		return err
+	}
+	l.tx = sendQueue{mem: l.res.txRegion.Bytes(), bufSize: bufSize, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	l.txCompleted = make([]bool, slots)
+	return l.owner.sized(l)
+}
+
+// handleEvent takes the connection-management events of l's endpoint.
+func (l *link) handleEvent(ev *ofi.Event) {
+	switch ev.Kind {
+	case ofi.EventConnected:
+		l.onConnected(ev)
+	case ofi.EventShutdown:
+		l.pollCQ() // completions that arrived before the shutdown come first
+		if l.finRecv {
+			l.fail(io.EOF)
+		} else {
+			l.fail(syscall.ECONNRESET)
+		}
+	case ofi.EventError:
+		err := error(ev.Err)
+		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && l.life.state == linkConnecting {
+			err = syscall.ECONNREFUSED
+			switch string(ev.PrivateData()) {
+			case rejectMarker:
+				err = ErrRejected
+			case rejectModeMarker:
+				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
+			}
+		}
+		l.fail(err)
+	}
+}
+
+func (l *link) onConnected(ev *ofi.Event) {
+	if l.life.state != linkConnecting {
+		return
+	}
+	if l.tx.mem == nil { // dialing: the accept's hello sizes the send side
+		h, err := parseHello(ev.PrivateData())
+		if err == nil && h.mode != l.cfg.mode {
+			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, l.cfg.mode)
+		}
+		if err == nil {
+			err = l.setPeer(h)
+		}
+		if err != nil {
+			l.fail(err)
+			return
+		}
+	}
+	l.life.move(linkOpen)
+	l.connected <- nil
+	l.owner.up(l)
+	l.service()
+}
+
+// flowing reports whether data flows: connected and not ended or closed.
+func (l *link) flowing() bool { return l.life.state == linkOpen && !l.life.ended.Load() }
+
+// fail ends the link because of err (io.EOF for an orderly close by the
+// peer). Data already received stays readable until the owner closes it.
+func (l *link) fail(err error) {
+	switch l.life.state {
+	case linkConnecting:
+		l.life.move(linkEnded)
+		l.life.end(err)
+		l.connected <- err
+		l.owner.setupFailed(l)
+	case linkOpen:
+		l.life.move(linkEnded)
+		l.life.end(err)
+		l.rx.wake.wake()
+		l.tx.wake.wake()
+		l.stopCQ()
+	case linkDraining:
+		l.finishClose() // whatever failed, the close is over
+	}
+}
+
+// failLater is fail from another goroutine (a reader that could not
+// decode what arrived).
+func (l *link) failLater(err error) { l.eng.r.SubmitFunc(func() { l.fail(err) }) }
+
+// protocolError ends a link whose peer broke the wire protocol.
+func (l *link) protocolError(format string, args ...any) {
+	l.fail(fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...))
+}
+
+// stopCQ stops watching the queue of a link that has ended, so a dead
+// endpoint cannot keep the reactor awake.
+func (l *link) stopCQ() {
+	if l.res.cqWatched {
+		l.eng.r.Unregister(l.res.cq.FD())
+		l.res.cqWatched = false
+	}
+	l.eng.forget(l)
+}
+
+// kick asks the reactor to look at l, at most once until it has. Any
+// goroutine.
+func (l *link) kick() {
+	if !l.scheduled.Load() && l.scheduled.CompareAndSwap(false, true) {
+		if l.eng.r.Submit(l) != nil {
+			l.scheduled.Store(false)
+		}
+	}
+}
+
+// Run is the link as a reactor task, after a kick.
+func (l *link) Run() {
+	l.scheduled.Store(false)
+	l.service()
+}
+
+// cqHandler is the link as the handler of its completion queue's fd.
+type cqHandler link
+
+// HandleEvents drains the queue and re-arms its wait fd, which stays
+// readable (and would keep the reactor spinning) until fi_trywait succeeds.
+func (h *cqHandler) HandleEvents(uint32) {
+	l := (*link)(h)
+	for i := 0; i < 8; i++ {
+		l.pollCQ()
+		if l.res.cq == nil || !l.res.cqWatched {
+			return
+		}
+		if ok, err := l.res.fab.fabric.TryWait(&l.res.cqWait); ok || err != nil {
+			return
+		}
+	}
+	l.eng.markDirty(l) // still busy: the poller takes it from here
+}
+
+// pollCQ reads l's completions and reports whether there were any.
+func (l *link) pollCQ() bool {
+	cq := l.res.cq
+	if cq == nil {
+		return false
+	}
+	e := l.eng
+	busy := false
+	for l.res.cq != nil {
+		n, err := cq.Read(e.cqBuf[:])
+		if err != nil {
+			var ce ofi.CompletionError
+			if ok, _ := cq.ReadError(&ce); ok {
+				busy = true
+				l.onCompletionError(&ce)
+				continue
+			}
+			break
+		}
+		if n == 0 {
+			break
+		}
+		busy = true
+		for i := 0; i < n && l.life.state != linkClosed; i++ {
+			cmp := &e.cqBuf[i]
+			if cmp.Token == ofi.TrapToken {
+				l.foreignOp()
+				continue
+			}
+			slot := uint32(cmp.Token)
+			switch cmp.Token & tokKindMask {
+			case tokRecv:
+				l.onRecv(slot, cmp.Len)
+			case tokSend:
+				l.onSent(slot)
+			case tokCtl:
+				l.res.ctl.done(slot)
+			}
+		}
+		if n < len(e.cqBuf) {
+			break
+		}
+	}
+	if l.life.state == linkClosed {
+		return busy
+	}
+	if busy {
+		e.markDirty(l)
+		if l.rxNotify {
+			l.rxNotify = false
+			l.notify(&l.rx.waiting, l.rx.wake)
+		}
+		l.service()
+	}
+	return busy
+}
+
+// queue is the link as the engine sees it: a completion queue to poll.
+func (l *link) queue() (*fabricRes, *ofi.CQ) { return l.res.fab, l.res.cq }
+
+// setDirty sets the mark that l is in the engine's busy list and returns
+// the old one.
+func (l *link) setDirty(d bool) bool { was := l.dirty; l.dirty = d; return was }
+
+func (l *link) onCompletionError(ce *ofi.CompletionError) {
+	if errors.Is(&ce.AsyncError, ofi.ECANCELED) {
+		return // buffers flushed by a shutdown or close
+	}
+	if l.life.state == linkClosed {
+		return
+	}
+	if ce.Token == ofi.TrapToken {
+		l.foreignOp() // a forged tagged message too large for the trap
+		return
+	}
+	err := error(&ce.AsyncError)
+	if l.finRecv {
+		// The peer closed in order and is gone: what we still tried to
+		// send fails, but reading ends with io.EOF as usual.
+		err = io.EOF
+	} else if errors.Is(err, ofi.ETRUNC) {
+		err = fmt.Errorf("%w: peer sent a message larger than the receive buffer", ErrProtocol)
+	}
+	l.fail(err)
+}
+
+// foreignOp ends a link whose peer sent a libfabric tagged message, caught
+// by the ofi guard's trap: netio never sends one, and without the trap the
+// tcp provider would have crashed the process on it.
+func (l *link) foreignOp() {
+	l.protocolError("peer sent a libfabric tagged message, which netio never uses")
+}
+
+// onSent frees a send buffer; completions may come out of order.
+func (l *link) onSent(slot uint32) {
+	if int(slot) >= len(l.txCompleted) {
+		return
+	}
+	l.txCompleted[slot] = true
+	slots := uint64(l.tx.slots)
+	done := l.tx.done.Load()
+	for l.txCompleted[done%slots] && done < l.txPosted {
+		l.txCompleted[done%slots] = false
+		done++
+	}
+	l.tx.done.Store(done)
+	l.notify(&l.tx.waiting, l.tx.wake)
+}
+
+// onRecv checks and routes one received buffer.
+func (l *link) onRecv(slot uint32, n uint64) {
+	if !l.life.accepting() {
+		return
+	}
+	if int(slot) >= len(l.rx.refs) {
+		l.protocolError("completion for unknown buffer %d", slot)
+		return
+	}
+	l.credit.used()
+	l.stats.buffersReceived.Add(1)
+	if n < headerSize {
+		l.protocolError("truncated message of %d bytes", n)
+		return
+	}
+	b := l.rx.mem[int(slot)*l.rx.bufSize:]
+	h := readHeader(b)
+	if uint64(h.fragLen)+headerSize != n {
+		l.protocolError("header says %d bytes, %d arrived", h.fragLen, n-headerSize)
+		return
+	}
+	if err := l.credit.give(h.credits); err != nil {
+		l.fail(err)
+		return
+	}
+	switch h.kind {
+	case kindData, kindPage:
+		if err := l.frames.check(h); err != nil {
+			l.fail(err)
+			return
+		}
+		if l.finRecv {
+			l.protocolError("data after the peer closed")
+			return
+		}
+		switch {
+		case l.onMessage != nil:
+			l.deliverHere(slot, h)
+		case l.life.closedByOwner():
+			// Nobody will read it. Dropping it returns the credit, so a
+			// peer stuck writing to us can finish too.
+			l.rxReclaim = append(l.rxReclaim, slot)
+		default:
+			l.rx.ready.push(slot)
+			l.rxNotify = true
+		}
+	case kindCredit:
+		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
+	case kindFin:
+		l.finRecv = true
+		l.rxReclaim = append(l.rxReclaim, slot)
+	default:
+		payload := b[headerSize : headerSize+int(h.fragLen)]
+		if err := l.owner.control(l, h.kind, payload); err != nil {
+			l.fail(err)
+			return
+		}
+		l.rxReclaim = append(l.rxReclaim, slot)
+	}
+}
+
+// deliverHere hands a message to onMessage on the reactor, joining
+// fragments first.
+func (l *link) deliverHere(slot uint32, h header) {
+	off := int(slot) * l.rx.bufSize
+	frag := l.rx.mem[off+headerSize : off+headerSize+int(h.fragLen)]
+	if h.flags&flagLast != 0 && uint64(h.fragLen) == h.msgLen {
+		l.onMessage(frag)
+	} else {
+		l.assembled = append(l.assembled, frag...)
+		if h.flags&flagLast != 0 {
+			l.onMessage(l.assembled)
+			l.assembled = l.assembled[:0]
+		}
+	}
+	l.rxReclaim = append(l.rxReclaim, slot)
+}
+
+// service posts what is ready: receive buffers handed back, written
+// buffers the credits allow, credit returns, and the closing FIN.
+func (l *link) service() {
+	if !l.life.accepting() {
+		return
+	}
+	e, res := l.eng, &l.res
+	// Receive buffers first: they become credits for the peer.
+	segs := e.segBuf[:0]
+	for {
+		slot, ok := l.rx.free.pop()
+		if !ok {
+			break
+		}
+		l.rxReclaim = append(l.rxReclaim, slot)
+	}
+	for _, slot := range l.rxReclaim {
+		segs = append(segs, ofi.Segment{Offset: uint64(int(slot) * l.rx.bufSize), Len: uint64(l.rx.bufSize), Token: tokRecv | uint64(slot)})
+	}
+	l.rxReclaim = l.rxReclaim[:0]
+	if len(segs) > 0 {
+		n, err := res.ep.PostRecv(res.rxRegion, segs)
+		l.credit.owe(n)
+		for _, sg := range segs[n:] { // a full queue: again after the next completion
+			l.rxReclaim = append(l.rxReclaim, uint32(sg.Token))
+		}
+		if err != nil && !errors.Is(err, ofi.EAGAIN) {
+			l.fail(err)
+			return
+		}
+	}
+	// Data, as far as the window allows: it keeps one credit back.
+	segs = segs[:0]
+	head := l.tx.head.Load()
+	slots := uint64(l.tx.slots)
+	for l.txPosted < head {
+		give, ok := l.credit.take(dataSend)
+		if !ok {
+			break
+		}
+		slot := int(l.txPosted % slots)
+		putCredits(l.tx.mem[slot*l.tx.bufSize:], give)
+		l.gives = append(l.gives, give)
+		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
+		l.txPosted++
+	}
+	if len(segs) > 0 {
+		n, err := res.ep.PostSend(res.txRegion, segs)
+		l.stats.buffersSent.Add(uint64(n))
+		// What did not go out (a full queue, EAGAIN on verbs) is taken
+		// back, credits and all, and posted after the next completion.
+		for _, g := range l.gives[n:] {
+			l.credit.undo(g)
+			l.txPosted--
+		}
+		l.gives = l.gives[:0]
+		if err != nil && !errors.Is(err, ofi.EAGAIN) {
+			l.fail(err)
+			return
+		}
+	}
+	e.segBuf = segs[:0]
+	// An explicit credit return when enough is owed or the peer is stuck.
+	// After the peer's FIN it sends nothing more and needs no credit.
+	if !l.finRecv && l.credit.returnable() {
+		l.sendControl(kindCredit)
+	}
+	l.rx.urgent.Store(l.credit.peerStarved())
+	if l.life.state == linkDraining {
+		l.continueClose()
+	}
+	if len(segs) > 0 || l.credit.owing() {
+		e.markDirty(l)
+	}
+}
+
+// sendControl sends a header-only message (credits or FIN), returning
+// everything owed, and reports whether it went out.
+func (l *link) sendControl(kind uint8) bool {
+	slot, ok := l.res.ctl.free()
+	if !ok || !l.credit.canTake(controlSend) {
+		return false
+	}
+	give, _ := l.credit.take(controlSend)
+	if err := l.res.ctl.send(l.res.ep, slot, kind, give); err != nil {
+		l.credit.undo(give)
+		if !errors.Is(err, ofi.EAGAIN) {
+			l.fail(err)
+		}
+		return false
+	}
+	l.eng.markDirty(l)
+	return true
+}
+
+// notify wakes a user goroutine that waits on w; one eventfd write, and
+// none while it is busy.
+func (l *link) notify(waiting *atomic.Bool, w *waker) {
+	if waiting.Load() && waiting.Swap(false) {
+		l.eng.wakesInFlight.Add(1)
+		w.wake()
+	}
+}
+
+// close starts an orderly close: what was written is sent, then FIN, and
+// the link is released once every send has completed or linger has
+// passed. It does not wait; life.released is closed at the end. On the
+// reactor.
+func (l *link) close() {
+	switch l.life.state {
+	case linkConnecting, linkEnded:
+		l.finishClose()
+	case linkOpen:
+		l.life.drain(l.cfg.linger)
+		// The owner's readers are gone: unread buffers are ours.
+		for {
+			slot, ok := l.rx.ready.pop()
+			if !ok {
+				break
+			}
+			l.rxReclaim = append(l.rxReclaim, slot)
+		}
+		l.eng.linger(l)
+		l.service()
+	}
+}
+
+// continueClose sends FIN once everything written is posted, and finishes
+// once every send has completed, so fi_shutdown loses nothing.
+func (l *link) continueClose() {
+	if !l.finSent && l.txPosted == l.tx.head.Load() {
+		l.finSent = l.sendControl(kindFin)
+	}
+	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {
+		l.finishClose()
+	}
+}
+
+// lingerExpired reports whether a draining link has waited long enough,
+// and if so finishes it.
+func (l *link) lingerExpired(now time.Time) bool {
+	if now.After(l.life.lingerUntil) {
+		l.finishClose()
+		return true
+	}
+	return false
+}
+
+// finishClose tears the endpoint down and frees everything.
+func (l *link) finishClose() {
+	if l.life.state == linkClosed {
+		return
+	}
+	if !l.life.ended.Load() && l.life.wasOpen {
+		l.res.ep.Shutdown()
+	}
+	l.releaseResources()
+	l.life.release()
+	l.owner.released(l)
+	l.eng.release()
+}
+
+// releaseResources closes in libfabric's order: endpoint, then the drained
+// queue, then the memory it pointed at.
+func (l *link) releaseResources() {
+	e, res := l.eng, &l.res
+	l.stopCQ()
+	if res.token != 0 {
+		delete(e.targets, res.token)
+	}
+	if res.ep != nil {
+		res.ep.Close()
+		res.ep = nil
+	}
+	if res.cq != nil {
+		for i := 0; i < 16; i++ {
+			n, err := res.cq.Read(e.cqBuf[:])
+			if err != nil {
+				var ce ofi.CompletionError
+				res.cq.ReadError(&ce)
+				continue
+			}
+			if n == 0 {
+				break
+			}
+		}
+		res.cq.Close()
+		res.cq = nil
+	}
+	if res.rxRegion != nil && l.rx.held.Load() {
+		// Messages from NextMessage may still point into the receive
+		// buffers: unmap them only once they and the link are garbage.
+		res.rxRegion.Deregister()
+		runtime.AddCleanup(l, func(r *ofi.Region) { r.Close() }, res.rxRegion)
+		res.rxRegion = nil
+	}
+	for _, r := range []**ofi.Region{&res.rxRegion, &res.txRegion} {
+		if *r != nil {
+			(*r).Close()
+			*r = nil
+		}
+	}
+	res.ctl.close()
+	l.tx.wake.close()
+	l.rx.wake.close()
+	if res.dom != nil {
+		res.dom.release()
+		res.dom = nil
+	}
+	if res.fab != nil {
+		res.fab.release()
+		res.fab = nil
+	}
+}
+
+// addrs returns the endpoint's local and peer addresses.
+func (l *link) addrs() (local, remote Addr, err error) {
+	lap, err := l.res.ep.LocalAddr()
+	if err != nil {
+		return local, remote, err
+	}
+	rap, err := l.res.ep.PeerAddr()
+	return Addr{Provider: l.network, AddrPort: lap}, Addr{Provider: l.network, AddrPort: rap}, err
+}

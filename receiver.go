@@ -1,0 +1,425 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// receiver is a Conn's reading side. Its methods run in the reading
+// goroutine, under mu, except giveBack, which Message.Release calls from
+// anywhere. The reactor hands it checked buffers in order (recvQueue); it
+// decodes their messages with the framing's frameReader and hands each
+// buffer back once nothing refers to it any more.
+type receiver struct {
+	c      *Conn
+	l      *link
+	q      *recvQueue
+	frames frameReader // set once at connect
+	spares sparePool
+
+	mu     sync.Mutex
+	slot   int    // receive buffer being read; -1 if none
+	pos    cursor // position in the messages of slot
+	handed int32  // Messages handed out from slot
+	msgs   uint64 // messages read
+	bytes  uint64 // their bytes
+	failed error  // what the peer sent did not decode
+	joined []byte // the last message Next had to join; reused
+
+	deadline atomic.Int64 // Unix ns; 0 is none
+}
+
+// read is Read: the messages as one stream of bytes.
+func (r *receiver) read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.readable(); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		n := 0
+		for n < len(p) {
+			ok, err := r.position()
+			if err != nil {
+				if n > 0 {
+					return n, nil
+				}
+				return 0, r.c.opError("read", err)
+			}
+			if !ok {
+				break
+			}
+			k := copy(p[n:], r.pos.chunk())
+			r.consume(k)
+			n += k
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if err := r.waitReadable(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (r *receiver) readMessage(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.readable(); err != nil {
+		return 0, err
+	}
+	if err := r.waitMessage(); err != nil {
+		return 0, err
+	}
+	if r.pos.left > uint64(len(p)) {
+		return 0, r.c.opError("read", io.ErrShortBuffer)
+	}
+	return r.readRest(p)
+}
+
+func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.readable(); err != nil {
+		return dst, err
+	}
+	if err := r.waitMessage(); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	if need := start + int(r.pos.left); need > cap(dst) {
+		grown := make([]byte, start, need)
+		copy(grown, dst)
+		dst = grown
+	}
+	n, err := r.readRest(dst[start : start+int(r.pos.left)])
+	return dst[:start+n], err
+}
+
+func (r *receiver) messageLen() (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.readable(); err != nil {
+		return 0, err
+	}
+	if err := r.waitMessage(); err != nil {
+		return 0, err
+	}
+	return int(r.pos.left), nil
+}
+
+func (r *receiver) nextMessage() (Message, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.nextInBuffer(); ok {
+		return m, nil
+	}
+	if err := r.readable(); err != nil {
+		return Message{}, err
+	}
+	if err := r.waitMessage(); err != nil {
+		return Message{}, err
+	}
+	if !r.q.held.Load() {
+		r.q.held.Store(true)
+	}
+	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+		m := Message{r: r, b: ch, slot: int32(r.slot)}
+		r.handed++
+		r.consume(len(ch))
+		return m, nil
+	}
+	buf := r.spares.get(int(r.pos.left))
+	n, err := r.readRest(buf)
+	if err != nil {
+		r.spares.put(buf)
+		return Message{}, err
+	}
+	return Message{r: r, b: buf[:n:n], slot: -1}, nil
+}
+
+func (r *receiver) next() ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nextLocked()
+}
+
+func (r *receiver) nextBatch(dst [][]byte) (int, error) {
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.nextLocked()
+	if err != nil {
+		return 0, err
+	}
+	dst[0] = b
+	n := 1
+	for ; n < len(dst) && r.slot >= 0; n++ {
+		b, ok := r.frames.record(&r.pos)
+		if !ok {
+			break
+		}
+		r.bytes += uint64(len(b))
+		dst[n] = b
+	}
+	r.msgs += uint64(n - 1)
+	return n, nil
+}
+
+func (r *receiver) nextLocked() ([]byte, error) {
+	if r.slot >= 0 && r.deadline.Load() == 0 && !r.c.closed.Load() {
+		if b, ok := r.frames.record(&r.pos); ok {
+			r.bytes += uint64(len(b))
+			r.msgs++
+			return b, nil
+		}
+	}
+	if err := r.readable(); err != nil {
+		return nil, err
+	}
+	if err := r.waitMessage(); err != nil {
+		return nil, err
+	}
+	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+		// The buffer stays the reader's until its next read.
+		r.pos.consume(len(ch))
+		r.bytes += uint64(len(ch))
+		r.msgs++
+		return ch, nil
+	}
+	buf := r.joined
+	if n := int(r.pos.left); cap(buf) < n {
+		buf = make([]byte, n)
+		if n <= r.spares.limit {
+			r.joined = buf // kept for the next one; larger ones are not
+		}
+	}
+	n, err := r.readRest(buf[:r.pos.left])
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n:n], nil
+}
+
+// nextInBuffer is NextMessage's common case: the next message lies whole
+// in the buffer the reader holds, and no deadline or Close needs looking
+// at.
+func (r *receiver) nextInBuffer() (Message, bool) {
+	if r.slot < 0 || r.deadline.Load() != 0 || r.c.closed.Load() || !r.q.held.Load() {
+		return Message{}, false
+	}
+	b, ok := r.frames.record(&r.pos)
+	if !ok {
+		return Message{}, false
+	}
+	r.bytes += uint64(len(b))
+	r.msgs++
+	r.handed++
+	m := Message{r: r, b: b, slot: int32(r.slot)}
+	if r.pos.off == len(r.pos.buf) {
+		r.leaveBuffer()
+	}
+	return m, true
+}
+
+// waitMessage waits until the first bytes of a message (or the rest of a
+// partly read one) are at hand.
+func (r *receiver) waitMessage() error {
+	for {
+		ok, err := r.position()
+		if err != nil {
+			return r.c.opError("read", err)
+		}
+		if ok {
+			return nil
+		}
+		if err := r.waitReadable(); err != nil {
+			return err
+		}
+	}
+}
+
+// readRest copies the rest of the current message into p, which is large
+// enough, waiting for its later buffers.
+func (r *receiver) readRest(p []byte) (int, error) {
+	n := 0
+	for {
+		k := copy(p[n:], r.pos.chunk())
+		r.consume(k)
+		n += k
+		if !r.pos.inMsg {
+			return n, nil
+		}
+		// The rest of the message is still coming. On an error, what was
+		// consumed stays consumed: the next call returns the rest.
+		if err := r.waitMessage(); err != nil {
+			return n, err
+		}
+	}
+}
+
+// consume moves past k bytes of the current message, handing the buffer
+// back as soon as the reader is done with it, so that the peer gets its
+// credit without waiting for the next read.
+func (r *receiver) consume(k int) {
+	r.pos.consume(k)
+	r.bytes += uint64(k)
+	if !r.pos.inMsg {
+		r.msgs++
+	}
+	if r.pos.off == len(r.pos.buf) && !r.pos.ready() && !r.pos.more() {
+		r.leaveBuffer()
+	}
+}
+
+// position makes the reader stand at bytes of a message, or at an empty
+// message, entering the next buffer when the current one is done. It
+// reports false when that buffer has not arrived yet.
+func (r *receiver) position() (bool, error) {
+	if r.failed != nil {
+		return false, r.failed
+	}
+	for {
+		if r.slot >= 0 {
+			if r.pos.ready() {
+				return true, nil
+			}
+			if r.pos.more() {
+				if err := r.frames.begin(&r.pos); err != nil {
+					return false, r.readFailed(err)
+				}
+				continue
+			}
+			r.leaveBuffer()
+		}
+		slot, ok := r.q.ready.peek()
+		if !ok {
+			return false, nil
+		}
+		payload, h := r.q.payload(slot)
+		r.slot = int(slot)
+		if err := r.frames.enter(&r.pos, payload, h); err != nil {
+			return false, r.readFailed(err)
+		}
+	}
+}
+
+// readFailed ends the connection because what the peer sent does not
+// decode; the reactor closes it, and every later read returns err.
+func (r *receiver) readFailed(err error) error {
+	r.failed = err
+	r.pos.drop()
+	r.l.failLater(err)
+	return err
+}
+
+// leaveBuffer is the reader done with its current buffer: it goes back to
+// the reactor unless Messages handed out from it still use it.
+func (r *receiver) leaveBuffer() {
+	slot := uint32(r.slot)
+	r.q.ready.pop()
+	r.slot = -1
+	r.pos.leave()
+	r.c.stats.messagesReceived.Store(r.msgs)
+	r.c.stats.bytesReceived.Store(r.bytes)
+	if h := r.handed; h != 0 {
+		r.handed = 0
+		if r.q.refs[slot].Add(h) != 0 {
+			return // the last Release frees it
+		}
+	}
+	r.giveBack(slot)
+}
+
+// giveBack hands a receive buffer back to the reactor. The reader and
+// Message.Release both call it.
+func (r *receiver) giveBack(slot uint32) {
+	if r.q.giveBack(slot) {
+		r.l.kick()
+	}
+}
+
+// readable checks, before a read, for Close, a passed deadline and a
+// connection whose messages go to OnMessage.
+func (r *receiver) readable() error {
+	if r.c.closed.Load() {
+		return r.c.opError("read", net.ErrClosed)
+	}
+	if expired(&r.deadline) {
+		return r.c.opError("read", os.ErrDeadlineExceeded)
+	}
+	if r.c.cfg.OnMessage != nil {
+		return r.c.opError("read", errOnMessage)
+	}
+	return nil
+}
+
+// arrived reports whether a buffer the reader does not hold yet is ready.
+func (r *receiver) arrived() bool {
+	n := r.q.ready.len()
+	if r.slot >= 0 {
+		n--
+	}
+	return n > 0
+}
+
+var errOnMessage = errors.New("netio: messages go to Config.OnMessage")
+
+// errCutShort is a stream that ended inside a message.
+var errCutShort = fmt.Errorf("%w: connection ended inside a message", io.ErrUnexpectedEOF)
+
+// waitReadable blocks until a buffer arrives, the connection ends, Close
+// is called or the read deadline passes.
+func (r *receiver) waitReadable() error {
+	c, q, life := r.c, r.q, &r.l.life
+	if c.poll(r.arrived) {
+		return nil
+	}
+	q.waiting.Store(true)
+	if r.arrived() {
+		c.stopWaiting(&q.waiting)
+		return nil
+	}
+	if life.ended.Load() {
+		c.stopWaiting(&q.waiting)
+		if r.arrived() {
+			return nil
+		}
+		if r.failed != nil {
+			return c.opError("read", r.failed)
+		}
+		if errors.Is(life.err, io.EOF) {
+			if r.pos.inMsg {
+				return c.opError("read", errCutShort)
+			}
+			return io.EOF
+		}
+		return c.opError("read", life.err)
+	}
+	if c.closed.Load() {
+		c.stopWaiting(&q.waiting)
+		return c.opError("read", net.ErrClosed)
+	}
+	c.eng.parks.Add(1)
+	err := q.wake.wait()
+	c.stopWaiting(&q.waiting)
+	if err != nil {
+		if c.closed.Load() {
+			return c.opError("read", net.ErrClosed)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !r.arrived() {
+			return c.opError("read", os.ErrDeadlineExceeded)
+		}
+	}
+	return nil // the caller looks again
+}

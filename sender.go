@@ -1,0 +1,280 @@
+package netio
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// sender is a Conn's writing side. Its methods run in the writing
+// goroutine, inside the send gate: Write and its kin, Flush, and Close's
+// last flush. The reactor enters the gate only to seal a page that waited
+// too long (pageWatch). It fills send buffers in order and publishes each
+// by advancing the send queue's head; the reactor does the rest.
+type sender struct {
+	c      *Conn
+	l      *link
+	q      *sendQueue
+	gate   sendGate
+	frames frameWriter // set once at connect
+	lazy   bool        // frames wait to fill: a pageWatch flushes them
+	watch  *pageWatch  // nil unless lazy
+
+	open    bool          // a buffer is being filled: the one at q.head
+	opened  atomic.Uint64 // buffers opened, for the pageWatch to notice
+	failed  error         // a write that stopped half-way: the stream cannot go on
+	msgs    uint64        // messages written
+	bytes   uint64        // their bytes
+	maxSend int           // set once at connect
+
+	deadline atomic.Int64 // Unix ns; 0 is none
+}
+
+// Causes of a buffer being sealed. Stats count them for lazy framings,
+// whose buffers wait; the others seal every buffer as soon as it is
+// written.
+type flushCause uint8
+
+const (
+	flushFull flushCause = iota
+	flushTimer
+	flushExplicit
+	flushIdle
+	flushCauses
+)
+
+// write is Write: a message that fits the open buffer is appended without
+// looking at anything else.
+func (s *sender) write(p []byte) (int, error) {
+	s.gate.lock()
+	if s.open && s.unhindered(len(p)) && s.frames.appendWhole(p) {
+		s.msgs++
+		s.bytes += uint64(len(p))
+		s.gate.unlock()
+		return len(p), nil
+	}
+	n, err := s.writeLocked(nil, p, false)
+	s.gate.unlock()
+	return n, err
+}
+
+// unhindered reports whether nothing stands in a write's way: no deadline
+// to look at, no Close, no end, no earlier failure, no size limit hit.
+func (s *sender) unhindered(n int) bool {
+	return s.deadline.Load() == 0 && !s.c.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
+}
+
+func (s *sender) writeBatch(msgs [][]byte) (int, error) {
+	s.gate.lock()
+	defer s.gate.unlock()
+	for i, p := range msgs {
+		if s.open && s.unhindered(len(p)) && s.frames.appendWhole(p) {
+			s.msgs++
+			s.bytes += uint64(len(p))
+			continue
+		}
+		if _, err := s.writeLocked(nil, p, false); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+// writeWaiting is a write that waits for the gate, or gives up at once if
+// try.
+func (s *sender) writeWaiting(ctx context.Context, p []byte, try bool) (int, error) {
+	if !try {
+		s.gate.lock()
+	} else if !s.gate.tryLock() {
+		return 0, s.c.opError("write", ErrWouldBlock)
+	}
+	defer s.gate.unlock()
+	return s.writeLocked(ctx, p, try)
+}
+
+func (s *sender) writeLocked(ctx context.Context, p []byte, try bool) (int, error) {
+	if err := s.writable(len(p)); err != nil {
+		return 0, err
+	}
+	if try && !s.fits(len(p)) {
+		return 0, s.c.opError("write", ErrWouldBlock)
+	}
+	return s.writeMessage(ctx, p)
+}
+
+// writeMessage lays p into send buffers, opening and sealing them as the
+// framing says; only a message larger than a buffer spans several.
+func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
+	fw, n := s.frames, len(p)
+	if s.open && !fw.begin(n) {
+		s.publish(flushFull)
+	}
+	if !s.open {
+		if err := s.openNext(ctx, 0); err != nil {
+			return 0, err
+		}
+		fw.begin(n) // a fresh buffer takes any message's start
+	}
+	off := fw.put(p)
+	for off < n {
+		s.publish(flushFull)
+		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-headerSize))); err != nil {
+			// Part of the message is on its way: the stream cannot go on.
+			s.failed = err
+			return off, err
+		}
+		off += fw.put(p[off:])
+	}
+	s.msgs++
+	s.bytes += uint64(n)
+	if fw.full() {
+		s.publish(flushFull)
+	}
+	return n, nil
+}
+
+// openNext starts the next send buffer, waiting for one to be free; cont
+// bytes at its start continue the previous buffer's message.
+func (s *sender) openNext(ctx context.Context, cont uint64) error {
+	head := s.q.head.Load()
+	if s.q.full(head) {
+		if err := s.waitWritable(ctx, head); err != nil {
+			return err
+		}
+	}
+	s.frames.open(s.q.buf(head), cont)
+	s.open = true
+	if s.lazy {
+		s.opened.Add(1)
+		s.watch.notify() // arms the flush timer and the pause watch
+	}
+	return nil
+}
+
+// seal ends the open buffer and publishes it to the reactor. Inside the
+// gate: by the writer, or by the reactor for a page that waited.
+func (s *sender) seal(cause flushCause) {
+	head := s.q.head.Load()
+	s.q.lens[head%uint64(s.q.slots)] = uint32(s.frames.seal())
+	s.open = false
+	st := &s.c.stats
+	if s.lazy {
+		st.flushes[cause].Add(1)
+	}
+	st.messagesSent.Store(s.msgs)
+	st.bytesSent.Store(s.bytes)
+	s.q.head.Store(head + 1)
+}
+
+// publish is the writer sealing: the reactor is told.
+func (s *sender) publish(cause flushCause) {
+	s.seal(cause)
+	s.l.kick()
+}
+
+// flush sends the open buffer now.
+func (s *sender) flush() error {
+	s.gate.lock()
+	defer s.gate.unlock()
+	if err := s.writable(0); err != nil {
+		return err
+	}
+	if s.open {
+		s.publish(flushExplicit)
+	}
+	return nil
+}
+
+// sealForClose seals what was written, for Close to send it.
+func (s *sender) sealForClose() {
+	s.gate.lock()
+	if s.open {
+		s.seal(flushExplicit)
+	}
+	s.gate.unlock()
+}
+
+// writable checks, before a write of n bytes, for Close, the deadline, a
+// dead connection, an earlier failure and the size limit.
+func (s *sender) writable(n int) error {
+	switch {
+	case s.c.closed.Load():
+		return s.c.opError("write", net.ErrClosed)
+	case expired(&s.deadline):
+		return s.c.opError("write", os.ErrDeadlineExceeded)
+	case s.l.life.ended.Load():
+		return s.deadErr()
+	case s.failed != nil:
+		return s.failed
+	case n > s.maxSend:
+		return s.c.opError("write", ErrMessageTooLarge)
+	}
+	return nil
+}
+
+// fits reports whether n bytes can be written without waiting.
+func (s *sender) fits(n int) bool {
+	free := s.q.free()
+	if s.open {
+		free-- // the open buffer is not published yet
+	}
+	return free >= s.frames.buffers(n, s.open)
+}
+
+// waitWritable waits until fewer than all send buffers are in flight, for
+// the write deadline, Close, the end of the connection and ctx (nil: none).
+func (s *sender) waitWritable(ctx context.Context, head uint64) error {
+	q, c := s.q, s.c
+	start := time.Now()
+	defer func() { c.stats.creditWait.Add(int64(time.Since(start))) }()
+	if c.poll(func() bool { return !q.full(head) }) {
+		return nil
+	}
+	var stop func() bool
+	if ctx != nil && ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, q.wake.wake)
+		defer stop()
+	}
+	for {
+		q.waiting.Store(true)
+		if !q.full(head) {
+			c.stopWaiting(&q.waiting)
+			return nil
+		}
+		switch {
+		case c.closed.Load():
+			c.stopWaiting(&q.waiting)
+			return c.opError("write", net.ErrClosed)
+		case s.l.life.ended.Load():
+			c.stopWaiting(&q.waiting)
+			return s.deadErr()
+		case ctx != nil && ctx.Err() != nil:
+			c.stopWaiting(&q.waiting)
+			return c.opError("write", ctx.Err())
+		case s.l.eng.r.OnReactor():
+			// Waiting here would stop the reactor that frees the space.
+			c.stopWaiting(&q.waiting)
+			return c.opError("write", ErrWouldBlock)
+		}
+		err := q.wake.wait()
+		c.stopWaiting(&q.waiting)
+		if errors.Is(err, os.ErrDeadlineExceeded) && q.full(head) {
+			return c.opError("write", os.ErrDeadlineExceeded)
+		}
+	}
+}
+
+// deadErr is what a write to an ended connection returns: the peer's
+// orderly close reads as a broken pipe, as for a socket.
+func (s *sender) deadErr() error {
+	err := s.l.life.err
+	if errors.Is(err, io.EOF) {
+		err = syscall.EPIPE
+	}
+	return s.c.opError("write", err)
+}
