@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// checkWindow holds the window's invariants: the credits we hold are
+// checkCreditInvariant holds the window's invariants: the credits we hold are
 // within the peer's window; the credits the peer holds, those we owe it
 // and the buffers it has used that we have not re-posted add up to our
 // window; nothing is negative.
-func checkWindow(t *testing.T, step string, w *creditWindow, unposted int) {
+func checkCreditInvariant(t *testing.T, step string, w *creditWindow, unposted int) {
 	t.Helper()
 	switch {
 	case w.credits < 0 || w.credits > w.peerWindow:
@@ -31,7 +31,7 @@ func TestCreditWindowDataLeavesReserve(t *testing.T) {
 				break
 			}
 			sent++
-			checkWindow(t, "data send", &w, 0)
+			checkCreditInvariant(t, "data send", &w, 0)
 		}
 		if want := window - reserveForControl; sent != want {
 			t.Errorf("window %d: %d data sends, want %d (one credit kept back)", window, sent, want)
@@ -45,7 +45,7 @@ func TestCreditWindowDataLeavesReserve(t *testing.T) {
 		if _, ok := w.take(controlSend); ok {
 			t.Errorf("window %d: a send with no credit at all", window)
 		}
-		checkWindow(t, "after control", &w, 0)
+		checkCreditInvariant(t, "after control", &w, 0)
 	}
 }
 
@@ -130,7 +130,7 @@ func TestCreditWindowSequences(t *testing.T) {
 						t.Fatalf("step %d: %v is not ErrProtocol", i, err)
 					}
 				}
-				checkWindow(t, name, &w, unposted)
+				checkCreditInvariant(t, name, &w, unposted)
 			}
 		})
 	}

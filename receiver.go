@@ -25,7 +25,7 @@ type receiver struct {
 	mu     sync.Mutex
 	slot   int    // receive buffer being read; -1 if none
 	pos    cursor // position in the messages of slot
-	handed int32  // Messages handed out from slot
+	lent   int32  // Messages handed out from slot and not yet counted in its refs
 	msgs   uint64 // messages read
 	bytes  uint64 // their bytes
 	failed error  // what the peer sent did not decode
@@ -133,7 +133,7 @@ func (r *receiver) nextMessage() (Message, error) {
 	}
 	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
 		m := Message{r: r, b: ch, slot: int32(r.slot)}
-		r.handed++
+		r.lent++
 		r.consume(len(ch))
 		return m, nil
 	}
@@ -224,7 +224,7 @@ func (r *receiver) nextInBuffer() (Message, bool) {
 	}
 	r.bytes += uint64(len(b))
 	r.msgs++
-	r.handed++
+	r.lent++
 	m := Message{r: r, b: b, slot: int32(r.slot)}
 	if r.pos.off == len(r.pos.buf) {
 		r.leaveBuffer()
@@ -332,8 +332,8 @@ func (r *receiver) leaveBuffer() {
 	r.pos.leave()
 	r.c.stats.messagesReceived.Store(r.msgs)
 	r.c.stats.bytesReceived.Store(r.bytes)
-	if h := r.handed; h != 0 {
-		r.handed = 0
+	if h := r.lent; h != 0 {
+		r.lent = 0
 		if r.q.refs[slot].Add(h) != 0 {
 			return // the last Release frees it
 		}

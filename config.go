@@ -1,0 +1,270 @@
+package netio
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"time"
+)
+
+// Config configures a Listener or a connection. The zero value is ready to
+// use: every zero field means the default named in its comment.
+type Config struct {
+	// Mode is LowLatency (the zero value) or HighThroughput.
+	Mode Mode
+	// BufferSize is the size in bytes of each receive buffer this side
+	// posts (header included); the peer fragments its messages, or sizes
+	// its pages, to fit. Zero means DefaultBufferSize, or DefaultPageSize
+	// in HighThroughput mode. At least 4 KiB.
+	BufferSize int
+	// Window is the number of receive buffers (pages) this side posts, so
+	// the number of messages (pages) the peer may have in flight. Zero
+	// means DefaultWindow, or DefaultPages in HighThroughput mode. At
+	// least 4.
+	//
+	// A connection's registered memory is bounded by BufferSize × Window
+	// for receiving plus as much for sending: 2 × 8 × 1 MiB = 16 MiB with
+	// the HighThroughput defaults, 2 × 16 × 256 KiB = 8 MiB with the
+	// LowLatency ones.
+	Window int
+	// FlushInterval is how long a partly filled page may wait before it
+	// is sent (HighThroughput mode). Zero means DefaultFlushInterval.
+	FlushInterval time.Duration
+	// NoIdleFlush keeps a partly filled page until it is full, Flush is
+	// called or FlushInterval passes, as NetIO does (HighThroughput
+	// mode). By default the page also goes out as soon as the writer
+	// pauses, which costs nothing while it writes without pause (pages
+	// fill) and keeps a slow writer's messages from waiting up to
+	// FlushInterval; see the README for the measurements.
+	NoIdleFlush bool
+	// MaxMessageSize is the largest message this side sends or accepts;
+	// the smaller of the two sides' values applies to each direction.
+	// Zero means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// ConnectTimeout bounds connection set-up when Dial's context has no
+	// earlier deadline. Zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Linger bounds how long Close keeps sending what was already written
+	// when the peer is slow to take it. Zero means DefaultLinger.
+	Linger time.Duration
+	// PollFor is how long a Read or Write that has to wait keeps looking
+	// for its data (yielding the processor in between) before it parks.
+	// Waking a parked goroutine costs a thread wake-up, tens of µs on
+	// small VMs; polling trades CPU for latency, which pays only where a
+	// core is spare. Zero means DefaultPollFor on machines with 4 or more
+	// CPUs and no polling on smaller ones; a negative value parks at once.
+	// With GOMAXPROCS=1 it never polls.
+	PollFor time.Duration
+	// Backlog is the number of connections a Listener holds for Accept.
+	// Zero means DefaultBacklog.
+	Backlog int
+	// OnMessage, when set, is NetIO's low-latency receive socket: every
+	// message is handed to it on the reactor thread as soon as it
+	// arrives, skipping the hop to a reading goroutine, and Read and
+	// ReadMessage are not used. msg is valid only during the call. It must
+	// return quickly and never block: it stalls every connection of the
+	// process while it runs. It may call Write: when the peer has no room,
+	// Write returns ErrWouldBlock there instead of waiting.
+	OnMessage func(c *Conn, msg []byte)
+}
+
+// Option changes a Config; it returns an error, wrapping ErrInvalidConfig,
+// for a value out of range.
+type Option func(*Config) error
+
+// ErrInvalidConfig is wrapped by the error of an option, or of a Config
+// given with WithConfig, whose value is out of range.
+var ErrInvalidConfig = errors.New("netio: invalid configuration")
+
+// Each field's range is checked in one place: by its option, and again on
+// the final Config (which WithConfig may have filled) before it is used.
+const (
+	minBufferSize = 4 << 10
+	maxBufferSize = 1 << 30
+	minWindow     = 4
+	maxWindow     = 4096
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+func checkMode(m Mode) error {
+	if m > HighThroughput {
+		return invalid("unknown mode %d", m)
+	}
+	return nil
+}
+
+func checkBufferSize(n int) error {
+	if n < minBufferSize || n > maxBufferSize {
+		return invalid("buffer size %d out of range [4 KiB, 1 GiB]", n)
+	}
+	return nil
+}
+
+func checkWindow(n int) error {
+	if n < minWindow || n > maxWindow {
+		return invalid("window %d out of range [4, 4096]", n)
+	}
+	return nil
+}
+
+func checkPositive(what string, n int64) error {
+	if n <= 0 {
+		return invalid("%s must be positive", what)
+	}
+	return nil
+}
+
+// WithMode sets Config.Mode.
+func WithMode(m Mode) Option {
+	return func(c *Config) error { c.Mode = m; return checkMode(m) }
+}
+
+// WithFlushInterval sets Config.FlushInterval.
+func WithFlushInterval(d time.Duration) Option {
+	return func(c *Config) error { c.FlushInterval = d; return checkPositive("flush interval", int64(d)) }
+}
+
+// WithNoIdleFlush sets Config.NoIdleFlush.
+func WithNoIdleFlush() Option {
+	return func(c *Config) error { c.NoIdleFlush = true; return nil }
+}
+
+// WithConfig replaces the whole configuration with c, whose zero fields
+// mean their defaults. It must come before any other option, which may
+// then adjust it: after one, it would silently undo what that option set,
+// so it returns an error instead.
+func WithConfig(c Config) Option {
+	return func(dst *Config) error {
+		if !reflect.ValueOf(*dst).IsZero() {
+			return invalid("WithConfig replaces the whole Config: give it before the other options")
+		}
+		*dst = c
+		return nil
+	}
+}
+
+// WithBufferSize sets Config.BufferSize.
+func WithBufferSize(n int) Option {
+	return func(c *Config) error { c.BufferSize = n; return checkBufferSize(n) }
+}
+
+// WithWindow sets Config.Window.
+func WithWindow(n int) Option {
+	return func(c *Config) error { c.Window = n; return checkWindow(n) }
+}
+
+// WithMaxMessageSize sets Config.MaxMessageSize.
+func WithMaxMessageSize(n int) Option {
+	return func(c *Config) error { c.MaxMessageSize = n; return checkPositive("maximum message size", int64(n)) }
+}
+
+// WithConnectTimeout sets Config.ConnectTimeout.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Config) error { c.ConnectTimeout = d; return checkPositive("connect timeout", int64(d)) }
+}
+
+// WithLinger sets Config.Linger.
+func WithLinger(d time.Duration) Option {
+	return func(c *Config) error { c.Linger = d; return checkPositive("linger", int64(d)) }
+}
+
+// WithBacklog sets Config.Backlog.
+func WithBacklog(n int) Option {
+	return func(c *Config) error { c.Backlog = n; return checkPositive("backlog", int64(n)) }
+}
+
+// WithOnMessage sets Config.OnMessage.
+func WithOnMessage(f func(c *Conn, msg []byte)) Option {
+	return func(c *Config) error { c.OnMessage = f; return nil }
+}
+
+// WithPollFor sets Config.PollFor.
+func WithPollFor(d time.Duration) Option {
+	return func(c *Config) error { c.PollFor = d; return nil }
+}
+
+// buildConfig applies the options, fills in the defaults and checks the
+// result.
+func buildConfig(opts []Option) (Config, error) {
+	var c Config
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	c.setDefaults()
+	return c, c.validate()
+}
+
+// setDefaults gives every zero field its default.
+func (c *Config) setDefaults() {
+	ht := c.Mode == HighThroughput
+	switch {
+	case c.BufferSize == 0 && ht:
+		c.BufferSize = DefaultPageSize
+	case c.BufferSize == 0:
+		c.BufferSize = DefaultBufferSize
+	}
+	switch {
+	case c.Window == 0 && ht:
+		c.Window = DefaultPages
+	case c.Window == 0:
+		c.Window = DefaultWindow
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.Backlog == 0 {
+		c.Backlog = DefaultBacklog
+	}
+}
+
+// validate checks a Config with its defaults filled in.
+func (c *Config) validate() error {
+	for _, err := range []error{
+		checkMode(c.Mode),
+		checkBufferSize(c.BufferSize),
+		checkWindow(c.Window),
+		checkPositive("maximum message size", int64(c.MaxMessageSize)),
+		checkPositive("flush interval", int64(c.FlushInterval)),
+		checkPositive("connect timeout", int64(c.ConnectTimeout)),
+		checkPositive("linger", int64(c.Linger)),
+		checkPositive("backlog", int64(c.Backlog)),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if c.Mode == HighThroughput && c.OnMessage != nil {
+		// Pages are decoded in the reading goroutine, never on the
+		// reactor; OnMessage is the low-latency receive path.
+		return invalid("OnMessage needs LowLatency mode")
+	}
+	return nil
+}
+
+// pollFor is how long a waiting Read or Write of a connection with c polls.
+func pollFor(c Config) time.Duration {
+	switch {
+	case runtime.GOMAXPROCS(0) < 2 || c.PollFor < 0:
+		return 0
+	case c.PollFor > 0:
+		return c.PollFor
+	case sparesCores():
+		return DefaultPollFor
+	}
+	return 0
+}
