@@ -38,9 +38,6 @@ func (c *cursor) consume(k int) {
 	}
 }
 
-// finish ends an empty message.
-func (c *cursor) finish() { c.inMsg = false }
-
 // drop forgets the buffer and any message in it: after a decoding error
 // nothing more is read from it, fast paths included.
 func (c *cursor) drop() { c.buf, c.off, c.inMsg, c.left = nil, 0, false, 0 }

@@ -794,13 +794,3 @@ func (l *link) releaseResources() {
 		res.fab = nil
 	}
 }
-
-// addrs returns the endpoint's local and peer addresses.
-func (l *link) addrs() (local, remote Addr, err error) {
-	lap, err := l.res.ep.LocalAddr()
-	if err != nil {
-		return local, remote, err
-	}
-	rap, err := l.res.ep.PeerAddr()
-	return Addr{Provider: l.network, AddrPort: lap}, Addr{Provider: l.network, AddrPort: rap}, err
-}

@@ -70,15 +70,25 @@ func (r *receiver) read(p []byte) (int, error) {
 	}
 }
 
-func (r *receiver) readMessage(p []byte) (int, error) {
+// atMessage takes the read lock and waits for a message; on an error it
+// has let the lock go again.
+func (r *receiver) atMessage() error {
 	r.mu.Lock()
+	err := r.readable()
+	if err == nil {
+		err = r.waitMessage()
+	}
+	if err != nil {
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *receiver) readMessage(p []byte) (int, error) {
+	if err := r.atMessage(); err != nil {
+		return 0, err
+	}
 	defer r.mu.Unlock()
-	if err := r.readable(); err != nil {
-		return 0, err
-	}
-	if err := r.waitMessage(); err != nil {
-		return 0, err
-	}
 	if r.pos.left > uint64(len(p)) {
 		return 0, r.c.opError("read", io.ErrShortBuffer)
 	}
@@ -86,14 +96,10 @@ func (r *receiver) readMessage(p []byte) (int, error) {
 }
 
 func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
-	r.mu.Lock()
+	if err := r.atMessage(); err != nil {
+		return dst, err
+	}
 	defer r.mu.Unlock()
-	if err := r.readable(); err != nil {
-		return dst, err
-	}
-	if err := r.waitMessage(); err != nil {
-		return dst, err
-	}
 	start := len(dst)
 	if need := start + int(r.pos.left); need > cap(dst) {
 		grown := make([]byte, start, need)
@@ -105,14 +111,10 @@ func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
 }
 
 func (r *receiver) messageLen() (int, error) {
-	r.mu.Lock()
+	if err := r.atMessage(); err != nil {
+		return 0, err
+	}
 	defer r.mu.Unlock()
-	if err := r.readable(); err != nil {
-		return 0, err
-	}
-	if err := r.waitMessage(); err != nil {
-		return 0, err
-	}
 	return int(r.pos.left), nil
 }
 
