@@ -43,6 +43,14 @@ type Conn struct {
 	listener *Listener // reactor only: who accepted it, until it is up
 }
 
+// side is what a sender or receiver needs, off its fast paths, of the
+// connection it is half of: a Conn, or a publisher's link to a subscriber.
+type side interface {
+	opError(op string, err error) error
+	poll(ready func() bool) bool
+	stopWaiting(w *atomic.Bool)
+}
+
 // Lock order: recv.mu before the send gate (Close takes both). The reactor
 // takes neither: it enters the send gate only with one CAS that never
 // waits (sendGate.tryReactor).
@@ -54,8 +62,8 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 		return nil, err
 	}
 	c.link = l
-	c.send = sender{c: c, l: l, q: &l.tx, gate: newSendGate()}
-	c.recv = receiver{c: c, l: l, q: &l.rx, slot: -1}
+	c.send = sender{side: c, closed: &c.closed, stats: &c.stats, l: l, q: &l.tx, gate: newSendGate()}
+	c.recv = receiver{side: c, closed: &c.closed, stats: &c.stats, l: l, q: &l.rx, slot: -1}
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
 	}

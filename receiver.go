@@ -16,7 +16,9 @@ import (
 // decodes their messages with the framing's frameReader and hands each
 // buffer back once nothing refers to it any more.
 type receiver struct {
-	c      *Conn
+	side   side
+	closed *atomic.Bool // the owner's: closed by the user
+	stats  *connStats   // the owner's
 	l      *link
 	q      *recvQueue
 	frames frameReader // set once at connect
@@ -52,7 +54,7 @@ func (r *receiver) read(p []byte) (int, error) {
 				if n > 0 {
 					return n, nil
 				}
-				return 0, r.c.opError("read", err)
+				return 0, r.side.opError("read", err)
 			}
 			if !ok {
 				break
@@ -90,7 +92,7 @@ func (r *receiver) readMessage(p []byte) (int, error) {
 	}
 	defer r.mu.Unlock()
 	if r.pos.left > uint64(len(p)) {
-		return 0, r.c.opError("read", io.ErrShortBuffer)
+		return 0, r.side.opError("read", io.ErrShortBuffer)
 	}
 	return r.readRest(p)
 }
@@ -179,7 +181,7 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 }
 
 func (r *receiver) nextLocked() ([]byte, error) {
-	if r.slot >= 0 && r.deadline.Load() == 0 && !r.c.closed.Load() {
+	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
 		if b, ok := r.frames.record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
@@ -217,7 +219,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 // in the buffer the reader holds, and no deadline or Close needs looking
 // at.
 func (r *receiver) nextInBuffer() (Message, bool) {
-	if r.slot < 0 || r.deadline.Load() != 0 || r.c.closed.Load() || !r.q.held.Load() {
+	if r.slot < 0 || r.deadline.Load() != 0 || r.closed.Load() || !r.q.held.Load() {
 		return Message{}, false
 	}
 	b, ok := r.frames.record(&r.pos)
@@ -240,7 +242,7 @@ func (r *receiver) waitMessage() error {
 	for {
 		ok, err := r.position()
 		if err != nil {
-			return r.c.opError("read", err)
+			return r.side.opError("read", err)
 		}
 		if ok {
 			return nil
@@ -332,8 +334,8 @@ func (r *receiver) leaveBuffer() {
 	r.q.ready.pop()
 	r.slot = -1
 	r.pos.leave()
-	r.c.stats.messagesReceived.Store(r.msgs)
-	r.c.stats.bytesReceived.Store(r.bytes)
+	r.stats.messagesReceived.Store(r.msgs)
+	r.stats.bytesReceived.Store(r.bytes)
 	if h := r.lent; h != 0 {
 		r.lent = 0
 		if r.q.refs[slot].Add(h) != 0 {
@@ -354,14 +356,14 @@ func (r *receiver) giveBack(slot uint32) {
 // readable checks, before a read, for Close, a passed deadline and a
 // connection whose messages go to OnMessage.
 func (r *receiver) readable() error {
-	if r.c.closed.Load() {
-		return r.c.opError("read", net.ErrClosed)
+	if r.closed.Load() {
+		return r.side.opError("read", net.ErrClosed)
 	}
 	if expired(&r.deadline) {
-		return r.c.opError("read", os.ErrDeadlineExceeded)
+		return r.side.opError("read", os.ErrDeadlineExceeded)
 	}
-	if r.c.cfg.OnMessage != nil {
-		return r.c.opError("read", errOnMessage)
+	if r.l.onMessage != nil {
+		return r.side.opError("read", errOnMessage)
 	}
 	return nil
 }
@@ -383,7 +385,7 @@ var errCutShort = fmt.Errorf("%w: connection ended inside a message", io.ErrUnex
 // waitReadable blocks until a buffer arrives, the connection ends, Close
 // is called or the read deadline passes.
 func (r *receiver) waitReadable() error {
-	c, q, life := r.c, r.q, &r.l.life
+	c, q, life := r.side, r.q, &r.l.life
 	if c.poll(r.arrived) {
 		return nil
 	}
@@ -408,15 +410,15 @@ func (r *receiver) waitReadable() error {
 		}
 		return c.opError("read", life.err)
 	}
-	if c.closed.Load() {
+	if r.closed.Load() {
 		c.stopWaiting(&q.waiting)
 		return c.opError("read", net.ErrClosed)
 	}
-	c.eng.parks.Add(1)
+	r.l.eng.parks.Add(1)
 	err := q.wake.wait()
 	c.stopWaiting(&q.waiting)
 	if err != nil {
-		if c.closed.Load() {
+		if r.closed.Load() {
 			return c.opError("read", net.ErrClosed)
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && !r.arrived() {

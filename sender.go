@@ -17,7 +17,9 @@ import (
 // too long (pageWatch). It fills send buffers in order and publishes each
 // by advancing the send queue's head; the reactor does the rest.
 type sender struct {
-	c      *Conn
+	side   side
+	closed *atomic.Bool // the owner's: closed by the user
+	stats  *connStats   // the owner's
 	l      *link
 	q      *sendQueue
 	gate   sendGate
@@ -66,7 +68,7 @@ func (s *sender) write(p []byte) (int, error) {
 // unhindered reports whether nothing stands in a write's way: no deadline
 // to look at, no Close, no end, no earlier failure, no size limit hit.
 func (s *sender) unhindered(n int) bool {
-	return s.deadline.Load() == 0 && !s.c.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
+	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
 }
 
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
@@ -91,7 +93,7 @@ func (s *sender) writeWaiting(ctx context.Context, p []byte, try bool) (int, err
 	if !try {
 		s.gate.lock()
 	} else if !s.gate.tryLock() {
-		return 0, s.c.opError("write", ErrWouldBlock)
+		return 0, s.side.opError("write", ErrWouldBlock)
 	}
 	defer s.gate.unlock()
 	return s.writeLocked(ctx, p, try)
@@ -102,7 +104,7 @@ func (s *sender) writeLocked(ctx context.Context, p []byte, try bool) (int, erro
 		return 0, err
 	}
 	if try && !s.fits(len(p)) {
-		return 0, s.c.opError("write", ErrWouldBlock)
+		return 0, s.side.opError("write", ErrWouldBlock)
 	}
 	return s.writeMessage(ctx, p)
 }
@@ -162,7 +164,7 @@ func (s *sender) seal(cause flushCause) {
 	head := s.q.head.Load()
 	s.q.lens[head%uint64(s.q.slots)] = uint32(s.frames.seal())
 	s.open = false
-	st := &s.c.stats
+	st := s.stats
 	if s.lazy {
 		st.flushes[cause].Add(1)
 	}
@@ -203,16 +205,16 @@ func (s *sender) sealForClose() {
 // dead connection, an earlier failure and the size limit.
 func (s *sender) writable(n int) error {
 	switch {
-	case s.c.closed.Load():
-		return s.c.opError("write", net.ErrClosed)
+	case s.closed.Load():
+		return s.side.opError("write", net.ErrClosed)
 	case expired(&s.deadline):
-		return s.c.opError("write", os.ErrDeadlineExceeded)
+		return s.side.opError("write", os.ErrDeadlineExceeded)
 	case s.l.life.ended.Load():
 		return s.deadErr()
 	case s.failed != nil:
 		return s.failed
 	case n > s.maxSend:
-		return s.c.opError("write", ErrMessageTooLarge)
+		return s.side.opError("write", ErrMessageTooLarge)
 	}
 	return nil
 }
@@ -229,9 +231,9 @@ func (s *sender) fits(n int) bool {
 // waitWritable waits until fewer than all send buffers are in flight, for
 // the write deadline, Close, the end of the connection and ctx (nil: none).
 func (s *sender) waitWritable(ctx context.Context, head uint64) error {
-	q, c := s.q, s.c
+	q, c := s.q, s.side
 	start := time.Now()
-	defer func() { c.stats.creditWait.Add(int64(time.Since(start))) }()
+	defer func() { s.stats.creditWait.Add(int64(time.Since(start))) }()
 	if c.poll(func() bool { return !q.full(head) }) {
 		return nil
 	}
@@ -247,7 +249,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 			return nil
 		}
 		switch {
-		case c.closed.Load():
+		case s.closed.Load():
 			c.stopWaiting(&q.waiting)
 			return c.opError("write", net.ErrClosed)
 		case s.l.life.ended.Load():
@@ -276,5 +278,5 @@ func (s *sender) deadErr() error {
 	if errors.Is(err, io.EOF) {
 		err = syscall.EPIPE
 	}
-	return s.c.opError("write", err)
+	return s.side.opError("write", err)
 }
