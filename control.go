@@ -7,6 +7,7 @@ import "github.com/netio-go/netio/ofi"
 // go out while every data buffer is in flight.
 type controlSlots struct {
 	region *ofi.Region
+	size   int    // bytes per slot: a header and the largest payload
 	busy   uint32 // a bit per slot: posted and not completed
 	seg    [1]ofi.Segment
 }
@@ -14,8 +15,10 @@ type controlSlots struct {
 // ctlSlots is how many control messages may be in flight at once.
 const ctlSlots = 4
 
-func (c *controlSlots) open(d *ofi.Domain) (err error) {
-	c.region, err = d.NewRegion(ctlSlots * headerSize)
+// open makes the slots, each for a header and payload bytes.
+func (c *controlSlots) open(d *ofi.Domain, payload int) (err error) {
+	c.size = headerSize + payload
+	c.region, err = d.NewRegion(ctlSlots * c.size)
 	return err
 }
 
@@ -29,10 +32,25 @@ func (c *controlSlots) free() (int, bool) {
 	return 0, false
 }
 
-// send posts a message of kind from slot, returning give credits.
-func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind uint8, give uint16) error {
-	putHeader(c.region.Bytes()[slot*headerSize:], header{kind: kind, flags: flagLast, credits: give})
-	c.seg[0] = ofi.Segment{Offset: uint64(slot * headerSize), Len: headerSize, Token: tokCtl | uint64(slot)}
+// freeLeavingOne returns a free slot when another stays free besides it.
+func (c *controlSlots) freeLeavingOne() (int, bool) {
+	slot, ok := c.free()
+	if !ok {
+		return 0, false
+	}
+	c.busy |= 1 << slot
+	_, other := c.free()
+	c.busy &^= 1 << slot
+	return slot, other
+}
+
+// send posts a message of kind with payload from slot, returning give
+// credits.
+func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind uint8, give uint16, payload []byte) error {
+	b := c.region.Bytes()[slot*c.size:]
+	putHeader(b, header{kind: kind, flags: flagLast, credits: give, fragLen: uint32(len(payload)), msgLen: uint64(len(payload))})
+	copy(b[headerSize:], payload)
+	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(headerSize + len(payload)), Token: tokCtl | uint64(slot)}
 	if _, err := ep.PostSend(c.region, c.seg[:]); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ type cursor struct {
 	left  uint64 // bytes of the current message not yet read
 	inMsg bool   // at a message (possibly empty) whose bytes start at off
 	max   uint64 // largest message accepted
+	tag   uint64 // tagged pages: the current message's tag
+	seq   uint64 // and its sequence number
 }
 
 // ready reports whether bytes of the current message (or an empty

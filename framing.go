@@ -76,7 +76,7 @@ type framing interface {
 // framingFor returns the framing of mode m.
 func framingFor(m Mode) framing {
 	if m == HighThroughput {
-		return pages{}
+		return plainPages
 	}
 	return fragments{}
 }

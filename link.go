@@ -48,6 +48,7 @@ type link struct {
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
 	finSent     bool
 	finRecv     bool
+	ctlOut      [][]byte         // the owner's control messages waiting to go, kind first
 	onMessage   func(msg []byte) // data on the reactor (Config.OnMessage), or nil
 	assembled   []byte           // onMessage's message from several fragments
 	connected   chan error       // the handshake's outcome, for Dial
@@ -57,16 +58,18 @@ type link struct {
 // owner.
 type linkConfig struct {
 	mode       Mode
-	rxWindow   int // receive buffers posted for the peer
-	rxBufSize  int // bytes each, header included
-	txWindow   int // send buffers kept at most
-	txBufSize  int // bytes each at most
+	role       role // what the link is to its peer
+	ctlPayload int  // largest payload of the owner's control messages; 0: none
+	rxWindow   int  // receive buffers posted for the peer
+	rxBufSize  int  // bytes each, header included
+	txWindow   int  // send buffers kept at most
+	txBufSize  int  // bytes each at most
 	maxMessage int
 	linger     time.Duration
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
+	return linkConfig{mode: c.Mode, role: roleConn, rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -178,7 +181,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
 		return err
 	}
-	if err = res.ctl.open(res.dom.domain); err != nil {
+	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
 		return err
 	}
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
@@ -210,7 +213,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 
 // hello is what l tells the peer at connect: what it posts for it.
 func (l *link) hello() []byte {
-	return hello{version: protocolLevel, mode: l.cfg.mode, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}.marshal()
+	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}.marshal()
 }
 
 // connect begins an active connection.
@@ -287,6 +290,8 @@ func (l *link) handleEvent(ev *ofi.Event) {
 				err = ErrRejected
 			case rejectModeMarker:
 				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
+			case rejectRoleMarker:
+				err = fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
 			}
 		}
 		l.fail(err)
@@ -301,6 +306,9 @@ func (l *link) onConnected(ev *ofi.Event) {
 		h, err := parseHello(ev.PrivateData())
 		if err == nil && h.mode != l.cfg.mode {
 			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, l.cfg.mode)
+		}
+		if err == nil && h.role != l.cfg.role.peer() {
+			err = fmt.Errorf("%w: peer accepted as a %v, not a %v", ErrProtocol, h.role, l.cfg.role.peer())
 		}
 		if err == nil {
 			err = l.setPeer(h)
@@ -527,8 +535,8 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.fail(err)
 		return
 	}
-	switch h.kind {
-	case kindData, kindPage:
+	switch {
+	case dataKind(h.kind):
 		if err := l.frames.check(h); err != nil {
 			l.fail(err)
 			return
@@ -548,9 +556,9 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			l.rx.ready.push(slot)
 			l.rxNotify = true
 		}
-	case kindCredit:
+	case h.kind == kindCredit:
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
-	case kindFin:
+	case h.kind == kindFin:
 		l.finRecv = true
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
@@ -642,6 +650,7 @@ func (l *link) service() {
 		}
 	}
 	e.segBuf = segs[:0]
+	l.sendQueuedControl()
 	// An explicit credit return when enough is owed or the peer is stuck.
 	// After the peer's FIN it sends nothing more and needs no credit.
 	if !l.finRecv && l.credit.returnable() {
@@ -656,6 +665,42 @@ func (l *link) service() {
 	}
 }
 
+// sendOwnerControl queues a control message of the owner's: kind and a
+// payload of at most cfg.ctlPayload bytes, sent in order after the data
+// written so far as credit allows. On the reactor.
+func (l *link) sendOwnerControl(kind uint8, payload []byte) error {
+	if len(payload) > l.cfg.ctlPayload {
+		return fmt.Errorf("netio: control message of %d bytes, limit %d", len(payload), l.cfg.ctlPayload)
+	}
+	l.ctlOut = append(l.ctlOut, append([]byte{kind}, payload...))
+	l.service()
+	return nil
+}
+
+// sendQueuedControl posts the owner's queued control messages. They take
+// data credits, never the reserve, and leave one control slot free for
+// credit returns and FIN.
+func (l *link) sendQueuedControl() {
+	for len(l.ctlOut) > 0 {
+		slot, ok := l.res.ctl.freeLeavingOne()
+		if !ok || !l.credit.canTake(dataSend) {
+			return
+		}
+		m := l.ctlOut[0]
+		give, _ := l.credit.take(dataSend)
+		if err := l.res.ctl.send(l.res.ep, slot, m[0], give, m[1:]); err != nil {
+			l.credit.undo(give)
+			if !errors.Is(err, ofi.EAGAIN) {
+				l.fail(err)
+			}
+			return
+		}
+		l.ctlOut[0] = nil
+		l.ctlOut = l.ctlOut[1:]
+		l.eng.markDirty(l)
+	}
+}
+
 // sendControl sends a header-only message (credits or FIN), returning
 // everything owed, and reports whether it went out.
 func (l *link) sendControl(kind uint8) bool {
@@ -664,7 +709,7 @@ func (l *link) sendControl(kind uint8) bool {
 		return false
 	}
 	give, _ := l.credit.take(controlSend)
-	if err := l.res.ctl.send(l.res.ep, slot, kind, give); err != nil {
+	if err := l.res.ctl.send(l.res.ep, slot, kind, give, nil); err != nil {
 		l.credit.undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -710,7 +755,7 @@ func (l *link) close() {
 // continueClose sends FIN once everything written is posted, and finishes
 // once every send has completed, so fi_shutdown loses nothing.
 func (l *link) continueClose() {
-	if !l.finSent && l.txPosted == l.tx.head.Load() {
+	if !l.finSent && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 {
 		l.finSent = l.sendControl(kindFin)
 	}
 	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {

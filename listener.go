@@ -112,6 +112,10 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 		l.pep.Reject(req, rejectModeData)
 		return
 	}
+	if err == nil && h.role != roleConn {
+		l.pep.Reject(req, rejectRoleData)
+		return
+	}
 	if err != nil || l.closed || len(l.accepted)+l.pending >= cap(l.accepted) {
 		l.pep.Reject(req, rejectData)
 		return
@@ -137,6 +141,7 @@ func (l *Listener) handleEvent(ev *ofi.Event) {
 var (
 	rejectData     = []byte(rejectMarker)
 	rejectModeData = []byte(rejectModeMarker)
+	rejectRoleData = []byte(rejectRoleMarker)
 )
 
 // onConnected queues an accepted connection for Accept.

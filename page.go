@@ -19,20 +19,46 @@ import (
 // shows up at the next page boundary at the latest. A length prefix never
 // straddles two pages; a page with less than prefixSize bytes left is sent
 // as it is.
-type pages struct{}
+//
+// Tagged pages (kind kindTagged) are the pages of publish/subscribe: each
+// record's length is followed by the message's tag and its sequence number,
+// both 8 bytes little-endian, before the message:
+//
+//	[continuation bytes][len][tag][seq][msg][len][tag][seq][msg]...
+//
+// A publisher's pages to a LowLatency subscriber are eager: each is sealed
+// after its first message, so every message goes out at once.
+type pages struct {
+	kind   uint8
+	prefix int  // bytes before a record's message
+	eager  bool // seal after every message
+}
 
-const prefixSize = 8
+const (
+	prefixSize       = 8                  // a record's length
+	taggedPrefixSize = prefixSize + 8 + 8 // and its tag and sequence number
+)
 
-func (pages) writer(payloadMax int) frameWriter { return &pageWriter{payloadMax: payloadMax} }
-func (pages) checker(uint64) frameCheck         { return pageCheck{} }
-func (pages) reader() frameReader               { return pageReader{} }
+// plainPages is the framing of HighThroughput connections.
+var plainPages = pages{kind: kindPage, prefix: prefixSize}
+
+// taggedPages is the framing of publish/subscribe links.
+func taggedPages(eager bool) pages {
+	return pages{kind: kindTagged, prefix: taggedPrefixSize, eager: eager}
+}
+
+func (f pages) writer(payloadMax int) frameWriter { return &pageWriter{f: f, payloadMax: payloadMax} }
+func (f pages) checker(uint64) frameCheck         { return pageCheck{kind: f.kind} }
+func (f pages) reader() frameReader               { return pageReader{prefix: f.prefix} }
 
 // pageWriter lays records into pages.
 type pageWriter struct {
+	f          pages
 	payloadMax int
 	page       []byte // the page being filled, header included
 	off        int    // bytes used, header included
 	cont       uint64 // bytes at the start of the page continuing a message
+	tag, seq   uint64 // of the next record, on tagged pages
 }
 
 // room is how many bytes the page still takes.
@@ -46,7 +72,7 @@ func (w *pageWriter) open(buf []byte, cont uint64) {
 // while it would fit a page of its own; a message larger than a page
 // starts where it is and goes on in the next.
 func (w *pageWriter) begin(n int) bool {
-	need := prefixSize + n
+	need := w.f.prefix + n
 	if w.room() < need && need <= w.payloadMax {
 		return false
 	}
@@ -54,11 +80,20 @@ func (w *pageWriter) begin(n int) bool {
 	return true
 }
 
-// putPrefix writes a record's length; room() >= prefixSize.
+// putPrefix writes what comes before a record's message: its length, and
+// on tagged pages its tag and sequence number. room() >= prefix.
 func (w *pageWriter) putPrefix(n int) {
-	binary.LittleEndian.PutUint64(w.page[w.off:], uint64(n))
-	w.off += prefixSize
+	b := w.page[w.off:]
+	binary.LittleEndian.PutUint64(b, uint64(n))
+	if w.f.prefix == taggedPrefixSize {
+		binary.LittleEndian.PutUint64(b[8:], w.tag)
+		binary.LittleEndian.PutUint64(b[16:], w.seq)
+	}
+	w.off += w.f.prefix
 }
+
+// setRecord gives the tag and sequence number of the next record.
+func (w *pageWriter) setRecord(tag, seq uint64) { w.tag, w.seq = tag, seq }
 
 func (w *pageWriter) put(p []byte) int {
 	k := copy(w.page[w.off:], p)
@@ -69,7 +104,7 @@ func (w *pageWriter) put(p []byte) int {
 // appendWhole takes a message that fits the open page with room to spare
 // for the next one's length: then the page need not be sealed after it.
 func (w *pageWriter) appendWhole(p []byte) bool {
-	if w.room() < 2*prefixSize+len(p) {
+	if w.room() < 2*w.f.prefix+len(p) {
 		return false
 	}
 	w.putPrefix(len(p))
@@ -77,17 +112,17 @@ func (w *pageWriter) appendWhole(p []byte) bool {
 	return true
 }
 
-func (w *pageWriter) full() bool { return w.room() < prefixSize }
+func (w *pageWriter) full() bool { return w.f.eager || w.room() < w.f.prefix }
 
 func (w *pageWriter) seal() int {
-	putHeader(w.page, header{kind: kindPage, fragLen: uint32(w.off - headerSize), msgLen: w.cont})
+	putHeader(w.page, header{kind: w.f.kind, fragLen: uint32(w.off - headerSize), msgLen: w.cont})
 	n := w.off
 	w.page, w.off, w.cont = nil, 0, 0
 	return n
 }
 
 func (w *pageWriter) buffers(n int, open bool) int {
-	need := prefixSize + n
+	need := w.f.prefix + n
 	if open {
 		room := w.room()
 		if need <= room {
@@ -100,16 +135,18 @@ func (w *pageWriter) buffers(n int, open bool) int {
 	return (need + w.payloadMax - 1) / w.payloadMax
 }
 
-func (w *pageWriter) lazy() bool { return true }
+func (w *pageWriter) lazy() bool { return !w.f.eager }
 
 // pageCheck vets a page's header on the reactor; its records are checked
 // by the reader, which decodes them.
-type pageCheck struct{}
+type pageCheck struct{ kind uint8 }
 
-func (pageCheck) check(h header) error {
+func (p pageCheck) check(h header) error {
 	switch {
-	case h.kind != kindPage:
+	case h.kind != p.kind && p.kind == kindPage:
 		return fmt.Errorf("%w: low-latency message on a %v connection", ErrProtocol, HighThroughput)
+	case h.kind != p.kind:
+		return fmt.Errorf("%w: message of kind %d on a publish/subscribe link", ErrProtocol, h.kind)
 	case h.msgLen > uint64(h.fragLen):
 		return fmt.Errorf("%w: page continues %d bytes but holds %d", ErrProtocol, h.msgLen, h.fragLen)
 	}
@@ -117,7 +154,7 @@ func (pageCheck) check(h header) error {
 }
 
 // pageReader walks the records of pages.
-type pageReader struct{}
+type pageReader struct{ prefix int }
 
 // enter checks that the page continues exactly what the previous one left
 // of its last message.
@@ -139,32 +176,42 @@ func (pageReader) enter(c *cursor, payload []byte, h header) error {
 	return nil
 }
 
-// begin reads the next record's length.
-func (pageReader) begin(c *cursor) error {
+// begin reads the next record's length (and tag and sequence number).
+func (r pageReader) begin(c *cursor) error {
 	rest := len(c.buf) - c.off
-	if rest < prefixSize {
+	if rest < r.prefix {
 		return fmt.Errorf("%w: page ends with %d bytes of a length prefix", ErrProtocol, rest)
 	}
 	n := binary.LittleEndian.Uint64(c.buf[c.off:])
 	if n > c.max {
 		return fmt.Errorf("%w: peer sent %d bytes, limit %d", ErrMessageTooLarge, n, c.max)
 	}
-	c.off += prefixSize
+	r.tagOf(c)
+	c.off += r.prefix
 	c.inMsg, c.left = true, n
 	return nil
 }
 
+// tagOf reads a tagged record's tag and sequence number into c.
+func (r pageReader) tagOf(c *cursor) {
+	if r.prefix == taggedPrefixSize {
+		c.tag = binary.LittleEndian.Uint64(c.buf[c.off+8:])
+		c.seq = binary.LittleEndian.Uint64(c.buf[c.off+16:])
+	}
+}
+
 // record is the next record when it lies whole in the page and is within
 // the limit.
-func (pageReader) record(c *cursor) ([]byte, bool) {
-	if c.inMsg || len(c.buf)-c.off < prefixSize {
+func (r pageReader) record(c *cursor) ([]byte, bool) {
+	if c.inMsg || len(c.buf)-c.off < r.prefix {
 		return nil, false
 	}
 	n := binary.LittleEndian.Uint64(c.buf[c.off:])
-	start := c.off + prefixSize
+	start := c.off + r.prefix
 	if n > uint64(len(c.buf)-start) || n > c.max {
 		return nil, false
 	}
+	r.tagOf(c)
 	end := start + int(n)
 	c.off = end
 	return c.buf[start:end:end], true

@@ -89,8 +89,8 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 	l.credit.reset(math.MaxInt32, n)
 	l.credit.credits = 0
 	l.sizes.maxRecv = maxMsg
-	l.frames = pages{}.checker(maxMsg)
-	c.recv.frames = pages{}.reader()
+	l.frames = plainPages.checker(maxMsg)
+	c.recv.frames = plainPages.reader()
 	c.recv.pos.max = maxMsg
 	c.recv.spares.limit = 4 * bufSize
 	return c
@@ -636,7 +636,7 @@ func newWritingConn(t testing.TB, pageCap, slots, maxSend int) *Conn {
 	c := newFuzzConn(t, maxSend)
 	l, s := c.link, &c.send
 	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+pageCap)), bufSize: headerSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
-	s.frames = pages{}.writer(pageCap)
+	s.frames = plainPages.writer(pageCap)
 	s.maxSend = maxSend
 	s.lazy = true
 	s.watch = &pageWatch{s: s, l: l} // its notices go to the closed reactor

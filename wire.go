@@ -3,6 +3,7 @@ package netio
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // Every libfabric message netio sends starts with a 16-byte header:
@@ -24,9 +25,19 @@ const (
 	kindCredit = 2
 	kindFin    = 3 // the sender closed; nothing follows
 	kindPage   = 4 // records of a HighThroughput connection (page.go)
+	kindTagged = 5 // tagged records of a publish/subscribe link (page.go)
+
+	// Control messages of publish/subscribe, with a payload (pubsub_wire.go).
+	kindSubscribe   = 16
+	kindUnsubscribe = 17
+	kindAck         = 18
 
 	flagLast = 1
 )
+
+// dataKind reports whether kind carries messages for a reader, as opposed
+// to the link's own control messages or its owner's.
+func dataKind(kind uint8) bool { return kind == kindData || kind == kindPage || kind == kindTagged }
 
 type header struct {
 	kind    uint8
@@ -64,6 +75,7 @@ func readHeader(b []byte) header {
 type hello struct {
 	version    uint8
 	mode       Mode
+	role       role   // what the sender is: a connection end, a subscriber, a publisher
 	window     uint32 // receive buffers posted for the peer
 	bufferSize uint32 // bytes per receive buffer, header included
 	maxMessage uint64 // largest message accepted
@@ -76,6 +88,41 @@ const rejectMarker = "NTIO-REJECT"
 // rejectModeMarker rejects a peer in the other Mode.
 const rejectModeMarker = "NTIO-REJECT-MODE"
 
+// rejectRoleMarker rejects a peer of the wrong role: a Dial to a
+// publisher, a subscriber to a plain listener.
+const rejectRoleMarker = "NTIO-REJECT-ROLE"
+
+// role is what one end of a link is. A link joins a connection end to a
+// connection end, or a subscriber to a publisher; byte 6 of the hello,
+// zero in hellos from before publish/subscribe.
+type role uint8
+
+const (
+	roleConn role = iota
+	roleSubscriber
+	rolePublisher
+)
+
+var roleNames = [...]string{"connection", "subscriber", "publisher"}
+
+func (r role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return "role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// peer is the role the other end must have.
+func (r role) peer() role {
+	switch r {
+	case roleSubscriber:
+		return rolePublisher
+	case rolePublisher:
+		return roleSubscriber
+	}
+	return roleConn
+}
+
 const (
 	helloMagic    = "NTIO"
 	helloSize     = 24
@@ -87,6 +134,7 @@ func (h hello) marshal() []byte {
 	copy(b, helloMagic)
 	b[4] = h.version
 	b[5] = byte(h.mode)
+	b[6] = byte(h.role)
 	binary.LittleEndian.PutUint32(b[8:], h.window)
 	binary.LittleEndian.PutUint32(b[12:], h.bufferSize)
 	binary.LittleEndian.PutUint64(b[16:], h.maxMessage)
@@ -100,6 +148,7 @@ func parseHello(b []byte) (hello, error) {
 	h := hello{
 		version:    b[4],
 		mode:       Mode(b[5]),
+		role:       role(b[6]),
 		window:     binary.LittleEndian.Uint32(b[8:]),
 		bufferSize: binary.LittleEndian.Uint32(b[12:]),
 		maxMessage: binary.LittleEndian.Uint64(b[16:]),
@@ -113,6 +162,8 @@ func parseHello(b []byte) (hello, error) {
 		return h, fmt.Errorf("%w: peer buffer size %d out of range", ErrProtocol, h.bufferSize)
 	case h.mode > HighThroughput:
 		return h, fmt.Errorf("%w: peer asks for unknown mode %d", ErrProtocol, h.mode)
+	case h.role > rolePublisher:
+		return h, fmt.Errorf("%w: peer is of unknown role %d", ErrProtocol, h.role)
 	case h.maxMessage == 0:
 		return h, fmt.Errorf("%w: peer accepts no messages", ErrProtocol)
 	}
