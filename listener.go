@@ -12,143 +12,55 @@ import (
 // Listener accepts netio connections on a libfabric passive endpoint. It
 // implements net.Listener.
 type Listener struct {
+	ac       *acceptor
 	eng      *engine
 	cfg      Config
-	network  string
-	addr     Addr
 	accepted chan *Conn
 	closing  chan struct{}
 	once     sync.Once
 
-	// Reactor only.
-	token   uint64
-	fab     *fabricRes
-	pep     *ofi.PassiveEndpoint
-	pending int
-	closed  bool
+	pending int // reactor only: accepted, not yet up
 }
 
 // Listen listens on address (host:port; port 0 picks a free one) over the
 // provider named by network ("" picks DefaultNetwork or $NETIO_PROVIDER).
 // The options apply to every accepted connection.
 func Listen(network, address string, opts ...Option) (*Listener, error) {
-	a, err := parseArgs("listen", network, address, "0.0.0.0", opts)
+	var l *Listener
+	_, _, err := listen("listen", network, address, opts, roleConn, func(ac *acceptor, cfg Config) acceptorOwner {
+		l = &Listener{ac: ac, eng: ac.eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
+		return l
+	})
 	if err != nil {
 		return nil, err
-	}
-	cfg, prov, host, port, opErr := a.cfg, a.provider, a.host, a.port, a.opError
-	if port == "" {
-		port = "0"
-	}
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
-	if err != nil {
-		return nil, opErr(err)
-	}
-	defer infos.Free()
-	eng, err := acquireEngine()
-	if err != nil {
-		return nil, opErr(err)
-	}
-	l := &Listener{eng: eng, cfg: cfg, network: prov, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
-	var startErr error
-	if err := eng.r.Call(func() { startErr = l.start(infos.Entries[0]) }); err != nil {
-		startErr = err
-	}
-	if startErr != nil {
-		eng.release()
-		return nil, opErr(startErr)
 	}
 	return l, nil
 }
 
-func (l *Listener) start(info *ofi.Info) (err error) {
-	e := l.eng
-	if l.fab, err = e.fabricFor(info); err != nil {
-		return err
+// admit accepts a request while the backlog has room; on the reactor.
+func (l *Listener) admit(req *ofi.Info, h hello) []byte {
+	if len(l.accepted)+l.pending >= cap(l.accepted) {
+		return rejectData
 	}
-	defer func() {
+	err := l.ac.accept(req, h, func(eng *engine) (*link, error) {
+		c, err := newConn(eng, l.cfg, l.ac.network)
 		if err != nil {
-			l.release()
+			return nil, err
 		}
-	}()
-	l.token = e.newToken(l)
-	if l.pep, err = l.fab.fabric.OpenPassiveEndpoint(info, l.token); err != nil {
-		return err
+		c.listener = l
+		return c.link, nil
+	})
+	if err == nil {
+		l.pending++
 	}
-	if err = l.pep.Bind(l.fab.eq); err != nil {
-		return err
-	}
-	if err = l.pep.Listen(); err != nil {
-		return err
-	}
-	ap, err := l.pep.Addr()
-	if err != nil {
-		return err
-	}
-	l.addr = Addr{Provider: l.network, AddrPort: ap}
 	return nil
 }
-
-func (l *Listener) release() {
-	delete(l.eng.targets, l.token)
-	if l.pep != nil {
-		l.pep.Close()
-		l.pep = nil
-	}
-	if l.fab != nil {
-		l.fab.release()
-		l.fab = nil
-	}
-}
-
-// handleEvent takes connection requests; on the reactor.
-func (l *Listener) handleEvent(ev *ofi.Event) {
-	if ev.Kind != ofi.EventConnReq {
-		return
-	}
-	req := ev.Info
-	h, err := parseHello(ev.PrivateData())
-	if err == nil && h.mode != l.cfg.Mode {
-		l.pep.Reject(req, rejectModeData)
-		return
-	}
-	if err == nil && h.role != roleConn {
-		l.pep.Reject(req, rejectRoleData)
-		return
-	}
-	if err != nil || l.closed || len(l.accepted)+l.pending >= cap(l.accepted) {
-		l.pep.Reject(req, rejectData)
-		return
-	}
-	eng := l.eng
-	eng.ref() // the connection's own, as it may outlive the listener
-	c, err := newConn(eng, l.cfg, l.network)
-	if err != nil {
-		l.pep.Reject(req, rejectData)
-		eng.release()
-		return
-	}
-	c.listener = l
-	err = c.link.accept(req, h)
-	req.Free()
-	if err != nil {
-		eng.release()
-		return
-	}
-	l.pending++
-}
-
-var (
-	rejectData     = []byte(rejectMarker)
-	rejectModeData = []byte(rejectModeMarker)
-	rejectRoleData = []byte(rejectRoleMarker)
-)
 
 // onConnected queues an accepted connection for Accept.
 func (l *Listener) onConnected(c *Conn) {
 	l.pending--
 	c.listener = nil
-	if l.closed {
+	if l.ac.closed {
 		c.link.finishClose()
 		return
 	}
@@ -178,8 +90,12 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 	case c := <-l.accepted:
 		return c, nil
 	case <-l.closing:
-		return nil, &net.OpError{Op: "accept", Net: l.network, Addr: &l.addr, Err: net.ErrClosed}
+		return nil, l.opError("accept", net.ErrClosed)
 	}
+}
+
+func (l *Listener) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: l.ac.network, Addr: &l.ac.addr, Err: err}
 }
 
 // Close stops listening. Blocked Accept calls return net.ErrClosed, and
@@ -188,46 +104,50 @@ func (l *Listener) Close() error {
 	first := false
 	l.once.Do(func() { first = true; close(l.closing) })
 	if !first {
-		return &net.OpError{Op: "close", Net: l.network, Addr: &l.addr, Err: net.ErrClosed}
+		return l.opError("close", net.ErrClosed)
 	}
-	l.eng.r.Call(func() {
-		l.closed = true
-		l.release()
-	})
+	l.eng.r.Call(l.ac.close)
 	// Close them all, then wait once: a peer that does not read costs one
 	// Linger in all, not one each.
 	var waits []<-chan struct{}
-	for {
+	for done := false; !done; {
 		select {
 		case c := <-l.accepted:
-			if done, _ := c.startClose(); done != nil {
-				waits = append(waits, done)
+			if released, _ := c.startClose(); released != nil {
+				waits = append(waits, released)
 			}
-			continue
 		default:
-		}
-		break
-	}
-	if len(waits) > 0 {
-		t := time.NewTimer(l.cfg.Linger + time.Second)
-		defer t.Stop()
-		for _, done := range waits {
-			select {
-			case <-done:
-			case <-t.C:
-			}
+			done = true
 		}
 	}
+	awaitReleased(waits, l.cfg.Linger)
 	l.eng.release()
 	return nil
 }
 
+// awaitReleased waits for links closed together, for linger (and a second
+// for the reactor to act on it) in all.
+func awaitReleased(waits []<-chan struct{}, linger time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
+	t := time.NewTimer(linger + time.Second)
+	defer t.Stop()
+	for _, released := range waits {
+		select {
+		case <-released:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // Addr returns the listening address; its String can be passed to Dial.
-func (l *Listener) Addr() net.Addr { return &l.addr }
+func (l *Listener) Addr() net.Addr { return &l.ac.addr }
 
 // String describes the listener for logs.
 func (l *Listener) String() string {
-	return "netio listener " + l.network + " " + l.addr.String() + " backlog " + strconv.Itoa(cap(l.accepted))
+	return "netio listener " + l.ac.network + " " + l.ac.addr.String() + " backlog " + strconv.Itoa(cap(l.accepted))
 }
 
 var _ net.Listener = (*Listener)(nil)
