@@ -13,6 +13,7 @@ type acceptor struct {
 	network string
 	addr    Addr
 	mode    Mode
+	anyMode bool // peers may use either mode (a publisher's subscribers)
 	role    role // what the peers must be
 	owner   acceptorOwner
 
@@ -108,7 +109,7 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 	switch {
 	case err != nil || a.closed:
 		a.pep.Reject(req, rejectData)
-	case h.mode != a.mode:
+	case h.mode != a.mode && !a.anyMode:
 		a.pep.Reject(req, rejectModeData)
 	case h.role != a.role:
 		a.pep.Reject(req, rejectRoleData)

@@ -59,6 +59,13 @@ type Config struct {
 	// Backlog is the number of connections a Listener holds for Accept.
 	// Zero means DefaultBacklog.
 	Backlog int
+	// Policy is what a subscription does when its subscriber falls behind
+	// (Subscribe only). Zero means Block: lossless.
+	Policy Policy
+	// SubscriptionBuffer is how many messages a Subscription's channel
+	// holds for its reader (Subscribe only). Zero means
+	// DefaultSubscriptionBuffer.
+	SubscriptionBuffer int
 	// OnMessage, when set, is NetIO's low-latency receive socket: every
 	// message is handed to it on the reactor thread as soon as it
 	// arrives, skipping the hop to a reading goroutine, and Read and
@@ -67,6 +74,52 @@ type Config struct {
 	// process while it runs. It may call Write: when the peer has no room,
 	// Write returns ErrWouldBlock there instead of waiting.
 	OnMessage func(c *Conn, msg []byte)
+}
+
+// Policy is what a subscription does when its subscriber is slower than
+// the publisher. Every message carries its sequence number, so whatever is
+// lost shows as a gap, and the Subscription's Stats count it.
+type Policy uint8
+
+const (
+	// Block is lossless: when the subscriber falls behind, the publisher's
+	// Publish waits for it, bounded by Publish's context.
+	Block Policy = iota
+	// DropOldest keeps the publisher and the other subscribers at full
+	// rate: when the subscription's buffer is full, the oldest message in
+	// it makes room for the new one.
+	DropOldest
+	// DropNewest keeps the publisher and the other subscribers at full
+	// rate: when the subscription's buffer is full, the new message is
+	// dropped.
+	DropNewest
+)
+
+var policyNames = [...]string{"block", "drop-oldest", "drop-newest"}
+
+// String returns the policy's name.
+func (p Policy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+func checkPolicy(p Policy) error {
+	if p > DropNewest {
+		return invalid("unknown policy %d", p)
+	}
+	return nil
+}
+
+// WithPolicy sets Config.Policy.
+func WithPolicy(p Policy) Option {
+	return func(c *Config) error { c.Policy = p; return checkPolicy(p) }
+}
+
+// WithSubscriptionBuffer sets Config.SubscriptionBuffer.
+func WithSubscriptionBuffer(n int) Option {
+	return func(c *Config) error { c.SubscriptionBuffer = n; return checkPositive("subscription buffer", int64(n)) }
 }
 
 // Option changes a Config; it returns an error, wrapping ErrInvalidConfig,
@@ -230,6 +283,9 @@ func (c *Config) setDefaults() {
 	if c.Backlog == 0 {
 		c.Backlog = DefaultBacklog
 	}
+	if c.SubscriptionBuffer == 0 {
+		c.SubscriptionBuffer = DefaultSubscriptionBuffer
+	}
 }
 
 // validate checks a Config with its defaults filled in.
@@ -243,6 +299,8 @@ func (c *Config) validate() error {
 		checkPositive("connect timeout", int64(c.ConnectTimeout)),
 		checkPositive("linger", int64(c.Linger)),
 		checkPositive("backlog", int64(c.Backlog)),
+		checkPolicy(c.Policy),
+		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
 	} {
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -108,6 +109,9 @@ func (c *Conn) setupFailed(l *link) {
 	}
 }
 
+// ended: the user finds out through reads and writes, and closes.
+func (c *Conn) ended(*link) {}
+
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
 }
@@ -132,53 +136,68 @@ func DialContext(ctx context.Context, network, address string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	cfg, prov, host, port, opErr := a.cfg, a.provider, a.host, a.port, a.opError
-	if err := ctx.Err(); err != nil {
-		return nil, opErr(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	defer cancel()
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port})
+	var c *Conn
+	_, err = dialLink(ctx, a, func(eng *engine) (*link, error) {
+		var err error
+		if c, err = newConn(eng, a.cfg, a.provider); err != nil {
+			return nil, err
+		}
+		return c.link, nil
+	}, func(ap netip.AddrPort) { c.remote = Addr{Provider: a.provider, AddrPort: ap} })
 	if err != nil {
-		return nil, opErr(err)
+		return nil, err
 	}
+	return c, nil
+}
+
+// dialLink resolves a's address, makes a link with open and connects it,
+// bounded by ctx and the connect timeout. A link that does not come up is
+// closed; the error is a's *net.OpError.
+func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), dest func(netip.AddrPort)) (*link, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, a.opError(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
+	defer cancel()
+	infos, err := ofi.GetInfo(ofi.Hints{Provider: a.provider, Node: a.host, Service: a.port})
+	if err != nil {
+		return nil, a.opError(err)
+	}
+	defer infos.Free()
 	eng, err := acquireEngine()
 	if err != nil {
-		infos.Free()
-		return nil, opErr(err)
+		return nil, a.opError(err)
 	}
-	c, err := newConn(eng, cfg, prov)
+	l, err := open(eng)
 	if err != nil {
-		infos.Free()
 		eng.release()
-		return nil, opErr(err)
+		return nil, a.opError(err)
 	}
 	if ap, ok := infos.Entries[0].DestAddr(); ok {
-		c.remote = Addr{Provider: prov, AddrPort: ap}
+		dest(ap)
 	}
 	var startErr error
-	if err := eng.r.Call(func() { startErr = c.link.connect(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = l.connect(infos.Entries[0]) }); err != nil {
 		startErr = err
 	}
-	infos.Free()
 	if startErr != nil {
 		eng.release()
-		return nil, opErr(startErr)
+		return nil, a.opError(startErr)
 	}
 	select {
-	case err := <-c.link.connected:
+	case err := <-l.connected:
 		if err != nil {
-			c.Close()
-			return nil, opErr(err)
+			l.closeAndWait()
+			return nil, a.opError(err)
 		}
-		return c, nil
+		return l, nil
 	case <-ctx.Done():
-		c.Close()
+		l.closeAndWait()
 		err := ctx.Err()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = errTimeout
 		}
-		return nil, opErr(err)
+		return nil, a.opError(err)
 	}
 }
 

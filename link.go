@@ -104,6 +104,9 @@ type linkOwner interface {
 	up(l *link)
 	// setupFailed is the link failed before it was up.
 	setupFailed(l *link)
+	// ended is the link failed, or its peer went away, after it was up:
+	// it keeps its resources until the owner closes it.
+	ended(l *link)
 	// control takes a message of a kind the link does not handle; an error
 	// ends the link.
 	control(l *link, kind uint8, payload []byte) error
@@ -342,6 +345,7 @@ func (l *link) fail(err error) {
 		l.rx.wake.wake()
 		l.tx.wake.wake()
 		l.stopCQ()
+		l.owner.ended(l)
 	case linkDraining:
 		l.finishClose() // whatever failed, the close is over
 	}
@@ -619,11 +623,15 @@ func (l *link) service() {
 			return
 		}
 	}
+	// The owner's control messages go before the data written after
+	// them (a publisher's acknowledgement before the messages it
+	// announces), so data waits while any do.
+	l.sendQueuedControl()
 	// Data, as far as the window allows: it keeps one credit back.
 	segs = segs[:0]
 	head := l.tx.head.Load()
 	slots := uint64(l.tx.slots)
-	for l.txPosted < head {
+	for l.txPosted < head && len(l.ctlOut) == 0 {
 		give, ok := l.credit.take(dataSend)
 		if !ok {
 			break
@@ -650,7 +658,6 @@ func (l *link) service() {
 		}
 	}
 	e.segBuf = segs[:0]
-	l.sendQueuedControl()
 	// An explicit credit return when enough is owed or the peer is stuck.
 	// After the peer's FIN it sends nothing more and needs no credit.
 	if !l.finRecv && l.credit.returnable() {
@@ -749,6 +756,14 @@ func (l *link) close() {
 		}
 		l.eng.linger(l)
 		l.service()
+	}
+}
+
+// closeAndWait closes a link that never reached its user (a Dial that
+// failed) and waits for it to let go. Not on the reactor.
+func (l *link) closeAndWait() {
+	if l.eng.r.SubmitFunc(l.close) == nil {
+		<-l.life.released
 	}
 }
 

@@ -87,6 +87,9 @@ const (
 	// DefaultBacklog is how many established connections a Listener queues
 	// before Accept takes them; further requests are rejected.
 	DefaultBacklog = 128
+	// DefaultSubscriptionBuffer is how many messages a Subscription's
+	// channel holds.
+	DefaultSubscriptionBuffer = 1024
 )
 
 // Mode is how a connection sends. Both ends of a connection use the same

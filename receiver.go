@@ -166,18 +166,57 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	ok := true
 	dst[0] = b
 	n := 1
-	for ; n < len(dst) && r.slot >= 0; n++ {
-		b, ok := r.frames.record(&r.pos)
+	for ; n < len(dst); n++ {
+		if dst[n], ok = r.another(); !ok {
+			break
+		}
+	}
+	return n, nil
+}
+
+// record is a tagged message a subscriber read: b is valid until the next
+// read.
+type record struct {
+	tag, seq uint64
+	b        []byte
+}
+
+// nextRecords is nextBatch for tagged pages, with each message's tag and
+// sequence number.
+func (r *receiver) nextRecords(dst []record) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.nextLocked()
+	if err != nil {
+		return 0, err
+	}
+	dst[0] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
+	n := 1
+	for ; n < len(dst); n++ {
+		b, ok := r.another()
 		if !ok {
 			break
 		}
-		r.bytes += uint64(len(b))
-		dst[n] = b
+		dst[n] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
 	}
-	r.msgs += uint64(n - 1)
 	return n, nil
+}
+
+// another is the next message of the buffer at hand when it lies whole in
+// it: the batch reads' fast path.
+func (r *receiver) another() ([]byte, bool) {
+	if r.slot < 0 {
+		return nil, false
+	}
+	b, ok := r.frames.record(&r.pos)
+	if ok {
+		r.bytes += uint64(len(b))
+		r.msgs++
+	}
+	return b, ok
 }
 
 func (r *receiver) nextLocked() ([]byte, error) {

@@ -179,6 +179,10 @@ func (s *sender) publish(cause flushCause) {
 	s.l.kick()
 }
 
+// delivered is how many messages have been handed to the reactor. Any
+// goroutine.
+func (s *sender) delivered() uint64 { return s.stats.messagesSent.Load() }
+
 // flush sends the open buffer now.
 func (s *sender) flush() error {
 	s.gate.lock()
