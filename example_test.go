@@ -91,10 +91,11 @@ func ExampleWithOnMessage() {
 		log.Fatal(err)
 	}
 	defer ln.Close()
+	received := make(chan struct{})
 	go func() {
 		if s, err := ln.AcceptConn(); err == nil {
 			defer s.Close()
-			time.Sleep(100 * time.Millisecond)
+			<-received // keep the connection until the message is in
 		}
 	}()
 	c, err := netio.Dial("tcp", ln.Addr().String())
@@ -104,6 +105,7 @@ func ExampleWithOnMessage() {
 	defer c.Close()
 	c.Write([]byte("trigger"))
 	fmt.Println(<-got)
+	close(received)
 	// Output: trigger
 }
 

@@ -28,14 +28,14 @@ const (
 )
 
 // childBlock keeps a child alive until its parent kills it, closes its
-// stdin (the parent died) or 30 s pass, and never returns to the testing
+// stdin (the parent died) or 2 minutes pass, and never returns to the testing
 // package (whose leak check would have nothing sensible to say).
 func childBlock() {
 	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 	}
 	os.Exit(0)
 }
@@ -72,8 +72,9 @@ func startChild(t *testing.T, test, role, addr string) (*exec.Cmd, *bufio.Reader
 }
 
 // checkPeerDeath kills the child holding the other end of c and checks that
-// a Read blocked on c fails promptly, as a dead TCP peer would make it, and
-// that Write fails afterwards.
+// a Read blocked on c fails with a connection error, as a dead TCP peer
+// would make it (not a time-out: nothing would end it but a keep-alive
+// probe, hours later), and that Write fails afterwards.
 func checkPeerDeath(t *testing.T, cmd *exec.Cmd, c *netio.Conn) {
 	t.Helper()
 	type result struct {
@@ -87,10 +88,11 @@ func checkPeerDeath(t *testing.T, cmd *exec.Cmd, c *netio.Conn) {
 		readDone <- result{n, err, time.Now()}
 	}()
 	// Let the Read block first.
+	waitBlocked(t, 1, "netio.(*Conn).Read")
 	select {
 	case r := <-readDone:
 		t.Fatalf("Read returned before the peer was killed: %d, %v", r.n, r.err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	killed := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -99,11 +101,11 @@ func checkPeerDeath(t *testing.T, cmd *exec.Cmd, c *netio.Conn) {
 	var r result
 	select {
 	case r = <-readDone:
-	case <-time.After(2 * time.Second):
+	case <-time.After(hangTimeout):
 		// Unblock the reader so the test ends cleanly.
 		c.Close()
 		<-readDone
-		t.Fatalf("Read still blocked 2 s after the peer was killed with SIGKILL: a dead peer must end the connection")
+		t.Fatalf("Read still blocked %v after the peer was killed with SIGKILL: a dead peer must end the connection", hangTimeout)
 	}
 	t.Logf("Read returned %v after %v", r.err, r.at.Sub(killed))
 	if r.err == nil {
@@ -167,7 +169,7 @@ func TestKillDialer(t *testing.T) {
 	var s *netio.Conn
 	select {
 	case s = <-acc:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangTimeout):
 		ln.Close()
 		<-acc
 		t.Fatal("the child never connected")
@@ -176,7 +178,7 @@ func TestKillDialer(t *testing.T) {
 		t.Fatal("Accept failed")
 	}
 	defer s.Close()
-	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
 	buf := make([]byte, 100)
 	n, err := s.ReadMessage(buf)
 	if err != nil || string(buf[:n]) != childHello {
@@ -222,7 +224,7 @@ func TestKillListener(t *testing.T) {
 	var addr string
 	select {
 	case addr = <-addrc:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangTimeout):
 		t.Fatal("the child never reported its address")
 	}
 	if addr == "" {
@@ -233,7 +235,7 @@ func TestKillListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(hangTimeout))
 	buf := make([]byte, 100)
 	n, err := c.ReadMessage(buf)
 	if err != nil || string(buf[:n]) != childHello {
@@ -264,8 +266,8 @@ func TestKillBlockedWriter(t *testing.T) {
 	}
 	defer ln.Close()
 	cmd, _ := startChild(t, "TestKillBlockedWriter", "dial-noread", ln.Addr().String())
-	s := acceptOne(t, ln, 10*time.Second)
-	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	s := acceptOne(t, ln, hangTimeout)
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
 	buf := make([]byte, 100)
 	if n, err := s.ReadMessage(buf); err != nil || string(buf[:n]) != childHello {
 		t.Fatalf("ReadMessage from the child: %q, %v", buf[:n], err)
@@ -280,10 +282,11 @@ func TestKillBlockedWriter(t *testing.T) {
 			}
 		}
 	}()
+	waitBlocked(t, 1, "netio.(*Conn).Write") // on the full window
 	select {
 	case err := <-werr:
 		t.Fatalf("Write to a peer that reads nothing failed before it was killed: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	killed := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -299,9 +302,9 @@ func TestKillBlockedWriter(t *testing.T) {
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("blocked Write after the peer was killed: %v; want a connection error", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(hangTimeout):
 		s.Close()
 		<-werr
-		t.Fatal("Write still blocked 2 s after the peer was killed with SIGKILL")
+		t.Fatalf("Write still blocked %v after the peer was killed with SIGKILL", hangTimeout)
 	}
 }

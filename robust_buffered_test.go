@@ -190,7 +190,7 @@ func TestBufferedBadPeerPages(t *testing.T) {
 			if len(p.accept) < 24 || string(p.accept[:4]) != "NTIO" || p.accept[5] != byte(mode) {
 				t.Fatalf("listener's accept data %q is not a %v netio handshake", p.accept, mode)
 			}
-			s := acceptOne(t, sd.ln, 3*time.Second)
+			s := acceptOne(t, sd.ln, hangTimeout)
 			next := i%2 == 1 // NextMessage on every other case, ReadMessage on the others
 
 			// A valid message first: proves the fake peer speaks the
@@ -212,7 +212,7 @@ func TestBufferedBadPeerPages(t *testing.T) {
 				n, err := s.ReadMessage(buf)
 				rc <- res{[]string{string(buf[:n])}, err}
 			}()
-			if !p.pumpUntil(done, 2*time.Second) {
+			if !p.pumpUntil(done, hangTimeout) {
 				s.Close()
 				<-done
 				t.Fatal("the valid message before the bad one never arrived")
@@ -231,10 +231,10 @@ func TestBufferedBadPeerPages(t *testing.T) {
 				msgs, err := readUntilError(s, next)
 				rc <- res{msgs, err}
 			}()
-			if !p.pumpUntil(done, 2*time.Second) {
+			if !p.pumpUntil(done, hangTimeout) {
 				s.Close()
 				<-done
-				t.Fatalf("after %s, reading the accepted Conn still blocked 2 s later; want an error wrapping %v", tc.name, tc.want)
+				t.Fatalf("after %s, reading the accepted Conn still blocked %v later; want an error wrapping %v", tc.name, hangTimeout, tc.want)
 			}
 			r := <-rc
 			if !errors.Is(r.err, tc.want) {
@@ -262,12 +262,12 @@ func TestBufferedBadPeerPages(t *testing.T) {
 			}
 			// The connection is dead: writing fails. When the reader found
 			// the violation, the reactor learns of it just after.
-			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(hangTimeout); ; time.Sleep(time.Millisecond) {
 				if _, err := s.Write([]byte("x")); err != nil {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("Write on a connection closed for %v still succeeds 2 s later", r.err)
+					t.Fatalf("Write on a connection closed for %v still succeeds %v later", r.err, hangTimeout)
 				}
 			}
 			if err := s.Close(); err != nil {
@@ -275,11 +275,11 @@ func TestBufferedBadPeerPages(t *testing.T) {
 			}
 			// The peer is told: the endpoint is closed and it sees a shutdown.
 			sdone := make(chan struct{})
-			for deadline := time.Now().Add(2 * time.Second); !p.shutdown && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(hangTimeout); !p.shutdown && time.Now().Before(deadline); {
 				p.pumpUntil(sdone, time.Millisecond)
 			}
 			if !p.shutdown {
-				t.Errorf("the misbehaving peer was not disconnected within 2 s of Close")
+				t.Errorf("the misbehaving peer was not disconnected within %v of Close", hangTimeout)
 			}
 
 			// Everything else carries on.
@@ -294,8 +294,12 @@ func TestBufferedBadPeerPages(t *testing.T) {
 // kind and a message split over two pages, and checks that a
 // HighThroughput Conn reads them as sent; and that the page it writes back
 // is laid out the same way: the raw encoding of these tests is netio's.
+// The Conn has no pause watch and a flush interval longer than the test, so
+// that its page goes out at Flush, holding both records, however long the
+// machine takes between the two Writes.
 func TestBufferedRawPages(t *testing.T) {
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", ht, netio.WithBufferSize(rawBufSize), netio.WithWindow(8))
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", ht, netio.WithBufferSize(rawBufSize), netio.WithWindow(8),
+		netio.WithNoIdleFlush(), netio.WithFlushInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +309,7 @@ func TestBufferedRawPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.close()
-	s := acceptOne(t, ln, 3*time.Second)
+	s := acceptOne(t, ln, hangTimeout)
 
 	big := make([]byte, 5000)
 	for i := range big {
@@ -336,7 +340,7 @@ func TestBufferedRawPages(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.SetReadDeadline(time.Now().Add(3 * time.Second))
+		s.SetReadDeadline(time.Now().Add(hangTimeout))
 		defer s.SetReadDeadline(time.Time{})
 		var msgs []string
 		for i := range want {
@@ -365,10 +369,10 @@ func TestBufferedRawPages(t *testing.T) {
 		}
 		rc <- res{msgs, nil}
 	}()
-	if !p.pumpUntil(done, 3*time.Second) {
+	if !p.pumpUntil(done, hangTimeout) {
 		s.Close()
 		<-done
-		t.Fatal("the raw pages were not read within 3 s")
+		t.Fatalf("the raw pages were not read within %v", hangTimeout)
 	}
 	r := <-rc
 	if r.err != nil {
@@ -394,7 +398,7 @@ func TestBufferedRawPages(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	got := recvRawKind(t, p, wKindPage, 3*time.Second)
+	got := recvRawKind(t, p, wKindPage, hangTimeout)
 	if wantPage := rawPage(0, rawRecords("reply", "")); !bytes.Equal(got[4:], wantPage[4:]) || got[0] != wKindPage {
 		// Bytes 2-3 carry the credits the Conn returns: any number.
 		t.Fatalf("page from the Conn: %x\nwant (credits aside) %x", got, wantPage)

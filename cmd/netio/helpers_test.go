@@ -253,3 +253,22 @@ func (p *binProc) mustExit(t *testing.T, want int) {
 		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", p, code, want, p.stdout.String(), p.errText())
 	}
 }
+
+// syncBuffer is a bytes.Buffer that a goroutine may write while the test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

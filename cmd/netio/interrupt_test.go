@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"testing"
-	"time"
 )
 
 // Ctrl-C on either side ends a run in order: both exit 0 with a summary,
@@ -16,7 +15,9 @@ func TestInterrupt(t *testing.T) {
 			addr := recv.waitLine(t, `^listening on (\S+) `)[1]
 			send := startBin(t, bin, "send", "-to", addr, "-json", "-size", "100")
 			send.waitLine(t, `^connected to `)
-			time.Sleep(300 * time.Millisecond)
+			// Interrupt once messages have arrived: the receiver's progress
+			// line (one a second) shows a rate instead of "waiting".
+			recv.waitLine(t, `^recv +[0-9.]+s +[0-9]+ msg/s`)
 			victim := send
 			if side == "recv" {
 				victim = recv

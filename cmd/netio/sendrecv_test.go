@@ -122,10 +122,13 @@ func TestSendRecvHT(t *testing.T) {
 	if r.Messages != 20000 || r.Bytes != 64*20000 || r.MessagesPerSecond <= 0 || r.GbitPerSecond <= 0 || r.Ended != "the sender ended the stream" {
 		t.Errorf("recv %+v: want 20000 messages of 64 B, ended by the sender", r)
 	}
-	// 20000 messages of 64 B fit in two pages; the writer's pauses may
-	// send more, but far fewer than one per message.
-	if r.Pages < 2 || r.Pages > 20000/10 || s.Pages < r.Pages {
-		t.Errorf("recv %d pages, send %d: want messages batched into pages", r.Pages, s.Pages)
+	// 20000 messages of 64 B need two pages at least; every pause of the
+	// writer sends one more, and how often a loaded machine pauses it is
+	// not netio's to decide (the root package's TestBufferedFullPages
+	// checks that pages go out full, BenchmarkBuffered reports the share
+	// of pages a pause sent, idle-flush-%).
+	if r.Pages < 2 || s.Pages < r.Pages {
+		t.Errorf("recv %d pages, send %d: want messages in pages, every page sent received", r.Pages, s.Pages)
 	}
 	if l := r.Latency; l == nil || l.Samples != 20000 {
 		t.Errorf("latency %+v: want 20000 samples", l)
@@ -228,24 +231,28 @@ func TestGuardProgress(t *testing.T) {
 	if peer := <-accepted; peer != nil {
 		defer peer.Close()
 	}
+	// A backstop: a guard that never fires lets Close end the Write.
+	backstop := time.AfterFunc(runTimeout, func() { c.Close() })
+	defer backstop.Stop()
+	const limit = 300 * time.Millisecond
 	var n atomic.Int64
-	stop := guardProgress(c, n.Load, 300*time.Millisecond)
+	last := time.Now() // of the last progress, before n shows it
+	stop := guardProgress(c, n.Load, limit)
 	defer stop()
 	msg := make([]byte, 64<<10)
-	start := time.Now()
 	for {
 		if _, err := c.Write(msg); err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatalf("write: %v, want a deadline exceeded", err)
+				t.Fatalf("write: %v, want a deadline exceeded (the guard's, not the backstop's Close after %v)", err, runTimeout)
 			}
 			break
 		}
+		last = time.Now()
 		n.Add(1)
-		if time.Since(start) > runTimeout {
-			t.Fatal("the guard never ended the blocked write")
-		}
 	}
-	if el := time.Since(start); el < 300*time.Millisecond || el > 5*time.Second {
-		t.Errorf("the guard ended the write after %v, want 300-600ms after it blocked", el)
+	// Not before the limit; how much later depends on the guard's ticks
+	// and on the machine.
+	if el := time.Since(last); el < limit {
+		t.Errorf("the guard ended the write %v after the last progress, want at least %v", el, limit)
 	}
 }

@@ -41,7 +41,7 @@ type Options struct {
 	ServerRecv []ofi.Segment // receives the server posts before accepting
 	ClientData []byte        // sent with the connection request
 	ServerData []byte        // sent with the accept
-	Timeout    time.Duration // 0 means 5 s
+	Timeout    time.Duration // 0 means 20 s (a guard against a hang, not a speed limit)
 }
 
 // New connects a pair on 127.0.0.1.
@@ -53,7 +53,7 @@ func New(o Options) (p *Pair, err error) {
 		o.RegionSize = 1 << 20
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Second
+		o.Timeout = 20 * time.Second
 	}
 	p = &Pair{}
 	defer func() {

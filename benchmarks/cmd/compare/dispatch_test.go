@@ -112,7 +112,10 @@ func TestQuickPoints(t *testing.T) {
 			t.Fatalf("%s: %v", pt.Mode, pt.Errors)
 		}
 		res := pt.Runs[0]
-		if res.Messages <= 0 || res.Seconds < 0.15 || res.Size != 64 {
+		// The window's length as the receiver saw it is 200 ms give or
+		// take a stall of its loop, which a loaded machine can make long
+		// (TestMeterWindow checks the meter): here only that there was one.
+		if res.Messages <= 0 || res.Seconds <= 0 || res.Size != 64 {
 			t.Errorf("%s: implausible result %+v", pt.Mode, res)
 		}
 	}
@@ -143,7 +146,9 @@ func TestDyingSenderReported(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "deliberate failure") || !strings.Contains(err.Error(), "client exited") {
 		t.Errorf("err = %v, want the client's exit with its stderr", err)
 	}
-	if el := time.Since(start); el > 10*time.Second {
+	// A guard against a hang: the client's exit is noticed at once, but a
+	// loaded machine gets time to start the two processes.
+	if el := time.Since(start); el > 30*time.Second {
 		t.Errorf("took %v to notice", el)
 	}
 }
