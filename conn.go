@@ -74,7 +74,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 // sized builds the halves once the handshake has sized the link. On the
 // reactor.
 func (c *Conn) sized(l *link) error {
-	f := framingFor(c.cfg.Mode)
+	f := l.cfg.framing
 	s := &c.send
 	s.frames = f.writer(l.tx.bufSize - headerSize)
 	s.maxSend = l.sizes.maxSend

@@ -60,6 +60,7 @@ type linkConfig struct {
 	mode       Mode
 	role       role // what the link is to its peer
 	ctlPayload int  // largest payload of the owner's control messages; 0: none
+	framing    framing
 	rxWindow   int  // receive buffers posted for the peer
 	rxBufSize  int  // bytes each, header included
 	txWindow   int  // send buffers kept at most
@@ -69,7 +70,7 @@ type linkConfig struct {
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, role: roleConn, rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
+	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -190,7 +191,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
 		ready: newSPSCRing(window), free: newSPSCRing(window), refs: make([]atomic.Int32, window),
 		kickAt: max(1, window/4)}
-	if framingFor(l.cfg.mode).writer(minBufferSize).lazy() {
+	if l.cfg.framing.writer(minBufferSize).lazy() {
 		// A page holds many messages: hand each back as soon as it is
 		// read, the way NetIO re-posts a page.
 		l.rx.kickAt = 1
@@ -262,7 +263,7 @@ func (l *link) setPeer(h hello) error {
 		s.maxSend = int(h.maxMessage)
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
-	l.frames = framingFor(l.cfg.mode).checker(s.maxRecv)
+	l.frames = l.cfg.framing.checker(s.maxRecv)
 	var err error
 	if l.res.txRegion, err = l.res.dom.domain.NewRegion(slots * bufSize); err != nil {
 		return err

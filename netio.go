@@ -127,8 +127,11 @@ type args struct {
 	cfg                               Config
 }
 
-func (a *args) opError(err error) error {
-	return &net.OpError{Op: a.op, Net: a.provider, Addr: stringAddr{a.provider, a.address}, Err: err}
+func (a *args) opError(err error) error { return a.opErrorAs(a.op, err) }
+
+// opErrorAs is opError for another operation on the same address.
+func (a *args) opErrorAs(op string, err error) error {
+	return &net.OpError{Op: op, Net: a.provider, Addr: stringAddr{a.provider, a.address}, Err: err}
 }
 
 // parseArgs applies the options and splits address; an empty host is

@@ -120,7 +120,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c := p.raw
 	c.Mode = m
 	c.setDefaults()
-	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax,
+	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: taggedPages(m == LowLatency),
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
 		maxMessage: c.MaxMessageSize, linger: c.Linger}
 }
@@ -324,7 +324,7 @@ const maxPendingRequests = 64
 
 func (pl *pubLink) sized(l *link) error {
 	s := &pl.send
-	s.frames = taggedPages(l.cfg.mode == LowLatency).writer(l.tx.bufSize - headerSize)
+	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
 	pl.frames = s.frames.(*pageWriter)
 	s.maxSend = l.sizes.maxSend
 	if s.lazy = s.frames.lazy(); s.lazy {

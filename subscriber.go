@@ -1,0 +1,790 @@
+package netio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Subscription receives the messages a publisher publishes under a set of
+// tags. Subscribe returns it once the publisher has acknowledged the tags:
+// every message published after that reaches it (under Block), each
+// carrying its tag's sequence number.
+//
+// A process's subscriptions to one publisher (one address and mode) share
+// one connection. When that connection is lost, it is made again with
+// backoff and every tag subscribed again, without C closing; what was
+// missed in between shows as a jump of the sequence numbers and in Stats.
+type Subscription struct {
+	// C delivers the subscription's messages, each tag's in sequence
+	// order. Release each when done with its bytes. C is closed by Close,
+	// or by an error that a new connection cannot mend (Err says which).
+	C <-chan Message
+
+	c      chan Message
+	sc     *subConn
+	policy Policy
+	arena  arena
+	stats  subStats
+
+	sendMu    sync.Mutex    // held by the dispatcher while it sends on c; closing c takes it
+	done      chan struct{} // closed when the subscription ends: a blocked send gives up
+	closeOnce sync.Once
+	err       error // why C closed; written before done is closed
+
+	tags map[uint64]struct{} // guarded by sc.mu
+}
+
+type subStats struct {
+	received, dropped, gaps, missed, reconnects, restarts atomic.Uint64
+}
+
+// SubscriptionStats are a Subscription's counters.
+type SubscriptionStats struct {
+	Received   uint64 // messages delivered on C
+	Dropped    uint64 // messages the policy dropped because C was full
+	Gaps       uint64 // jumps in a tag's sequence: messages lost on the way
+	Missed     uint64 // messages those jumps skipped (known when the publisher did not restart)
+	Reconnects uint64 // times the connection to the publisher was made again
+	Restarts   uint64 // of those, times the publisher had restarted: its sequences began again
+}
+
+// Subscribe dials the publisher at address (or shares this process's
+// connection to it), subscribes to tags and returns once the publisher has
+// acknowledged them, bounded by ctx and Config.ConnectTimeout. Options:
+// WithMode (LowLatency: a send per message; HighThroughput: pages),
+// WithPolicy, WithSubscriptionBuffer, and the sizes of the connection.
+func Subscribe(ctx context.Context, network, address string, tags []uint64, opts ...Option) (*Subscription, error) {
+	a, err := parseArgs("subscribe", network, address, "127.0.0.1", opts)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := joinSubConn(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{c: make(chan Message, a.cfg.SubscriptionBuffer), sc: sc, policy: a.cfg.Policy,
+		done: make(chan struct{}), tags: map[uint64]struct{}{}}
+	s.C = s.c
+	fresh := sc.add(s, tags)
+	if err := sc.request(ctx, kindSubscribe, fresh, sc.policyOf); err != nil {
+		s.finish(err)
+		return nil, a.opError(err)
+	}
+	return s, nil
+}
+
+// Unsubscribe stops the delivery of tags. Messages of them already on C
+// stay there.
+func (s *Subscription) Unsubscribe(tags ...uint64) error {
+	gone := s.sc.drop(s, tags)
+	ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
+	defer cancel()
+	return s.sc.request(ctx, kindUnsubscribe, gone, nil)
+}
+
+// Close ends the subscription and closes C. When it was the last of its
+// connection, the connection is closed too.
+func (s *Subscription) Close() error {
+	if !s.finish(net.ErrClosed) {
+		return s.sc.opError("close", net.ErrClosed)
+	}
+	return nil
+}
+
+// finish ends the subscription for err and reports whether it was the
+// first end. Any goroutine but the dispatcher.
+func (s *Subscription) finish(err error) bool {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		s.err = err
+		close(s.done)
+		gone, last := s.sc.remove(s)
+		s.sendMu.Lock()
+		close(s.c)
+		s.sendMu.Unlock()
+		if last {
+			s.sc.close()
+		} else if len(gone) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
+			s.sc.request(ctx, kindUnsubscribe, gone, nil)
+			cancel()
+		}
+	})
+	return first
+}
+
+// Err returns why C was closed: nil while it is open, net.ErrClosed after
+// Close, or the error that ended the connection for good.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Stats returns the subscription's counters. Any goroutine.
+func (s *Subscription) Stats() SubscriptionStats {
+	st := &s.stats
+	return SubscriptionStats{Received: st.received.Load(), Dropped: st.dropped.Load(), Gaps: st.gaps.Load(),
+		Missed: st.missed.Load(), Reconnects: st.reconnects.Load(), Restarts: st.restarts.Load()}
+}
+
+// deliver hands m to the reader as the policy says. Dispatcher only.
+func (s *Subscription) deliver(m Message) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	select {
+	case <-s.done:
+		m.Release()
+		return
+	case s.c <- m:
+		s.stats.received.Add(1)
+		return
+	default:
+	}
+	switch s.policy {
+	case Block:
+		select {
+		case s.c <- m:
+			s.stats.received.Add(1)
+		case <-s.done:
+			m.Release()
+		}
+	case DropNewest:
+		m.Release()
+		s.stats.dropped.Add(1)
+	case DropOldest:
+		for {
+			select {
+			case s.c <- m:
+				s.stats.received.Add(1)
+				return
+			default:
+			}
+			select {
+			case old := <-s.c:
+				old.Release()
+				s.stats.received.Add(^uint64(0))
+				s.stats.dropped.Add(1)
+			default:
+			}
+		}
+	}
+}
+
+// subConn is a process's connection to one publisher, shared by its
+// subscriptions there, and the goroutine that reads it (the dispatcher).
+type subConn struct {
+	key  string
+	args *args
+	cfg  Config
+
+	mu     sync.RWMutex         // tags and subs: the dispatcher reads them a batch at a time
+	tags   map[uint64]*tagState // what the subscriptions want
+	subs   int                  // subscriptions sharing the connection
+	closed bool
+
+	cur      atomic.Pointer[subLink] // the link now
+	upMu     sync.Mutex
+	upGen    chan struct{} // closed when a reconnect has resubscribed; replaced
+	ackMu    sync.Mutex    // never held across a wait: the reactor takes it
+	acks     map[uint32]*awaitedAck
+	nextID   uint32
+	closing  chan struct{}
+	exited   chan struct{} // the dispatcher returned
+	lastInc  uint64        // the publisher's incarnation at the last ack; dispatcher only after start
+	ackedInc atomic.Uint64 // the incarnation of the newest ack, from the reactor
+}
+
+// tagState is one tag a connection receives.
+type tagState struct {
+	subs    []*Subscription // replaced under subConn.mu, never changed in place
+	ackNext atomic.Uint64   // the acknowledgement's next sequence number + 1; 0 before it
+	next    uint64          // dispatcher only: the sequence number expected next
+	known   bool            // dispatcher only: next is known
+}
+
+// awaitedAck is a subscribe or unsubscribe request waiting for its acks.
+type awaitedAck struct {
+	want, got int
+	states    map[uint64]*tagState
+	done      chan struct{}
+}
+
+// subLink is a subscriber's link to a publisher.
+type subLink struct {
+	sc     *subConn
+	l      *link
+	recv   receiver
+	closed atomic.Bool
+	stats  connStats
+}
+
+var subConns struct {
+	mu sync.Mutex
+	m  map[string]*subConnEntry
+}
+
+type subConnEntry struct {
+	sc    *subConn
+	ready chan struct{} // closed once the first dial is over
+	err   error
+}
+
+// joinSubConn returns the connection to a's publisher, dialling it if this
+// process has none, with a reference for the caller.
+func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
+	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String()
+	for {
+		subConns.mu.Lock()
+		if subConns.m == nil {
+			subConns.m = map[string]*subConnEntry{}
+		}
+		e := subConns.m[key]
+		if e == nil {
+			e = &subConnEntry{ready: make(chan struct{})}
+			subConns.m[key] = e
+			subConns.mu.Unlock()
+			e.sc, e.err = dialSubConn(ctx, key, a)
+			subConns.mu.Lock()
+			if e.err != nil {
+				delete(subConns.m, key)
+			} else {
+				e.sc.subs++ // the caller's
+			}
+			subConns.mu.Unlock()
+			close(e.ready)
+			return e.sc, e.err
+		}
+		subConns.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, a.opError(ctx.Err())
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		subConns.mu.Lock()
+		sc := e.sc
+		ok := subConns.m[key] == e && !sc.closed
+		if ok {
+			sc.mu.Lock()
+			sc.subs++
+			sc.mu.Unlock()
+		}
+		subConns.mu.Unlock()
+		if ok {
+			return sc, nil
+		}
+	}
+}
+
+func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
+	sc := &subConn{key: key, args: a, cfg: a.cfg, tags: map[uint64]*tagState{}, acks: map[uint32]*awaitedAck{},
+		upGen: make(chan struct{}), closing: make(chan struct{}), exited: make(chan struct{})}
+	sl, err := sc.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc.cur.Store(sl)
+	go sc.run()
+	return sc, nil
+}
+
+// dial makes a new link to the publisher.
+func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
+	cfg := &sc.cfg
+	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: taggedPages(cfg.Mode == LowLatency),
+		rxWindow: cfg.Window, rxBufSize: cfg.BufferSize, txWindow: minWindow, txBufSize: minBufferSize,
+		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger}
+	sl := &subLink{sc: sc}
+	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
+		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
+		if err != nil {
+			return nil, err
+		}
+		sl.l = l
+		sl.recv = receiver{side: sl, closed: &sl.closed, stats: &sl.stats, l: l, q: &l.rx, slot: -1}
+		return l, nil
+	}, func(netip.AddrPort) {})
+	if err != nil {
+		return nil, err
+	}
+	return sl, nil
+}
+
+// add registers s for tags and returns those the connection did not
+// receive yet: they must be subscribed at the publisher.
+func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, tag := range tags {
+		if _, dup := s.tags[tag]; dup {
+			continue
+		}
+		s.tags[tag] = struct{}{}
+		st := sc.tags[tag]
+		if st == nil {
+			st = &tagState{}
+			sc.tags[tag] = st
+			fresh = append(fresh, tag)
+		} else if s.policy == Block && sc.policyOfLocked(tag) != Block {
+			fresh = append(fresh, tag) // lossless now: tell the publisher
+		}
+		st.subs = append(append([]*Subscription(nil), st.subs...), s)
+	}
+	return fresh
+}
+
+// drop takes tags out of s and returns those no subscription wants any
+// more.
+func (sc *subConn) drop(s *Subscription, tags []uint64) (gone []uint64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, tag := range tags {
+		if _, ok := s.tags[tag]; !ok {
+			continue
+		}
+		delete(s.tags, tag)
+		if sc.leaveLocked(s, tag) {
+			gone = append(gone, tag)
+		}
+	}
+	return gone
+}
+
+// remove takes s out of the connection: the tags no subscription wants any
+// more, and whether it was the last subscription.
+func (sc *subConn) remove(s *Subscription) (gone []uint64, last bool) {
+	sc.mu.Lock()
+	for tag := range s.tags {
+		if sc.leaveLocked(s, tag) {
+			gone = append(gone, tag)
+		}
+	}
+	clear(s.tags)
+	sc.mu.Unlock()
+	subConns.mu.Lock()
+	sc.mu.Lock()
+	sc.subs--
+	last = sc.subs == 0
+	if last {
+		sc.closed = true
+		if e := subConns.m[sc.key]; e != nil && e.sc == sc {
+			delete(subConns.m, sc.key)
+		}
+	}
+	sc.mu.Unlock()
+	subConns.mu.Unlock()
+	return gone, last
+}
+
+func (sc *subConn) leaveLocked(s *Subscription, tag uint64) (gone bool) {
+	st := sc.tags[tag]
+	if st == nil {
+		return false
+	}
+	subs := make([]*Subscription, 0, len(st.subs))
+	for _, x := range st.subs {
+		if x != s {
+			subs = append(subs, x)
+		}
+	}
+	if len(subs) == 0 {
+		delete(sc.tags, tag)
+		return true
+	}
+	st.subs = subs
+	return false
+}
+
+// policyOf is the policy the publisher applies to tag on this connection:
+// Block if any subscription to it wants no loss.
+func (sc *subConn) policyOf(tag uint64) Policy {
+	sc.mu.RLock()
+	defer sc.mu.RUnlock()
+	return sc.policyOfLocked(tag)
+}
+
+func (sc *subConn) policyOfLocked(tag uint64) Policy {
+	p := DropNewest
+	if st := sc.tags[tag]; st != nil {
+		for _, s := range st.subs {
+			if s.policy == Block {
+				return Block
+			}
+			p = s.policy
+		}
+	}
+	return p
+}
+
+// request subscribes or unsubscribes tags at the publisher and waits for
+// the acknowledgement. If the link breaks meanwhile, the dispatcher's
+// reconnection subscribes everything the connection wants again, these
+// tags included: request then waits for that.
+func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, policy func(uint64) Policy) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	for {
+		sc.upMu.Lock()
+		gen := sc.upGen
+		sc.upMu.Unlock()
+		sl := sc.cur.Load()
+		err := sl.request(ctx, kind, tags, policy)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-gen:
+			if kind == kindSubscribe {
+				return nil // resubscribed with everything else
+			}
+		case <-sc.closing:
+			return net.ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// errLinkDown is a request cut short by the end of its link.
+var errLinkDown = errors.New("netio: the connection to the publisher ended")
+
+// request sends a request over sl, grouped by policy, and waits for every
+// tag's acknowledgement.
+func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, policy func(uint64) Policy) error {
+	sc := sl.sc
+	byPolicy := map[Policy][]uint64{}
+	for _, tag := range tags {
+		p := Block
+		if policy != nil {
+			p = policy(tag)
+		}
+		byPolicy[p] = append(byPolicy[p], tag)
+	}
+	pr := &awaitedAck{want: len(tags), states: map[uint64]*tagState{}, done: make(chan struct{})}
+	sc.mu.RLock()
+	for _, tag := range tags {
+		if st := sc.tags[tag]; st != nil && kind == kindSubscribe {
+			pr.states[tag] = st
+		}
+	}
+	sc.mu.RUnlock()
+	sc.ackMu.Lock()
+	sc.nextID++
+	id := sc.nextID
+	sc.acks[id] = pr
+	sc.ackMu.Unlock()
+	defer func() {
+		sc.ackMu.Lock()
+		delete(sc.acks, id)
+		sc.ackMu.Unlock()
+	}()
+	for p, group := range byPolicy {
+		for len(group) > 0 {
+			n := min(len(group), tagsPerRequest)
+			r := request{id: id, policy: p, tags: group[:n]}
+			payload := r.marshal()
+			var sendErr error
+			if err := sl.l.eng.r.Call(func() { sendErr = sl.l.sendOwnerControl(kind, payload) }); err != nil {
+				return errLinkDown
+			}
+			if sendErr != nil {
+				return sendErr
+			}
+			group = group[n:]
+		}
+	}
+	select {
+	case <-pr.done:
+		return nil
+	case <-sl.l.life.done:
+		return errLinkDown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onAck records an acknowledgement; on the reactor, before any message of
+// its tags is handed to the dispatcher (the publisher sends it first).
+func (sc *subConn) onAck(a ack) {
+	sc.ackedInc.Store(a.incarnation)
+	sc.ackMu.Lock()
+	defer sc.ackMu.Unlock()
+	pr := sc.acks[a.id]
+	if pr == nil {
+		return // a request that gave up
+	}
+	for i, tag := range a.tags {
+		if st := pr.states[tag]; st != nil {
+			st.ackNext.Store(a.next[i] + 1)
+		}
+	}
+	if pr.got += len(a.tags); pr.got >= pr.want && pr.want > 0 {
+		pr.want = 0
+		close(pr.done)
+	}
+}
+
+// dispatchBatch is how many messages the dispatcher takes per read.
+const dispatchBatch = 64
+
+// run is the dispatcher: it reads the connection's messages and hands
+// copies to the subscriptions of their tags, and makes the connection
+// again when it is lost.
+func (sc *subConn) run() {
+	defer close(sc.exited)
+	var recs [dispatchBatch]record
+	var states [dispatchBatch]*tagState
+	var subs [dispatchBatch][]*Subscription
+	for {
+		sl := sc.cur.Load()
+		n, err := sl.recv.nextRecords(recs[:])
+		if err != nil {
+			if !sc.reconnect(sl, err) {
+				return
+			}
+			continue
+		}
+		sc.mu.RLock()
+		for i := 0; i < n; i++ {
+			if st := sc.tags[recs[i].tag]; st != nil {
+				states[i], subs[i] = st, st.subs
+			} else {
+				states[i], subs[i] = nil, nil
+			}
+		}
+		sc.mu.RUnlock()
+		for i := 0; i < n; i++ {
+			st := states[i]
+			if st == nil {
+				continue // unsubscribed, still on its way
+			}
+			r := &recs[i]
+			gap := st.observe(r.seq)
+			for _, s := range subs[i] {
+				if gap > 0 {
+					s.stats.gaps.Add(1)
+					s.stats.missed.Add(gap)
+				}
+				b, ch := s.arena.copyOf(r.b)
+				s.deliver(Message{chunk: ch, b: b, slot: -1, tag: r.tag, seq: r.seq})
+			}
+			states[i], subs[i] = nil, nil
+		}
+		clear(recs[:n])
+	}
+}
+
+// observe checks seq against the tag's sequence and returns how many
+// messages it skipped. Dispatcher only.
+func (st *tagState) observe(seq uint64) (skipped uint64) {
+	if !st.known {
+		st.known = true
+		if a := st.ackNext.Load(); a != 0 && seq > a-1 {
+			skipped = seq - (a - 1)
+		}
+	} else if seq > st.next {
+		skipped = seq - st.next
+	}
+	st.next = seq + 1
+	return skipped
+}
+
+// reconnectBackoff is the first and the longest wait before dialling a
+// publisher again.
+const (
+	reconnectFirst = 10 * time.Millisecond
+	reconnectMax   = 500 * time.Millisecond
+)
+
+// reconnect replaces a lost link, subscribes every tag again and accounts
+// for what was missed. It returns false when the connection is over: it
+// was closed, or the publisher refuses it for good (the subscriptions then
+// end with that error).
+func (sc *subConn) reconnect(old *subLink, cause error) bool {
+	old.closeLink()
+	select {
+	case <-sc.closing:
+		return false
+	default:
+	}
+	if permanent(cause) {
+		sc.failAll(cause)
+		return false
+	}
+	wait := reconnectFirst
+	for {
+		select {
+		case <-sc.closing:
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, reconnectMax)
+		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.ConnectTimeout)
+		sl, err := sc.dial(ctx)
+		if err == nil {
+			sc.cur.Store(sl)
+			if err = sc.resubscribe(ctx, sl); err != nil {
+				sl.closeLink()
+			}
+		}
+		cancel()
+		if err == nil {
+			return true
+		}
+		if permanent(err) {
+			sc.failAll(err)
+			return false
+		}
+	}
+}
+
+// resubscribe subscribes everything again on a new link and reconciles the
+// sequences with what the publisher says comes next.
+func (sc *subConn) resubscribe(ctx context.Context, sl *subLink) error {
+	sc.mu.RLock()
+	tags := make([]uint64, 0, len(sc.tags))
+	last := map[uint64]uint64{}
+	for tag, st := range sc.tags {
+		tags = append(tags, tag)
+		if st.known {
+			last[tag] = st.next
+		}
+		st.ackNext.Store(0)
+	}
+	sc.mu.RUnlock()
+	prevInc := sc.ackedInc.Load()
+	if err := sl.request(ctx, kindSubscribe, tags, sc.policyOf); err != nil {
+		return err
+	}
+	restarted := sc.ackedInc.Load() != prevInc
+	sc.mu.RLock()
+	for tag, st := range sc.tags {
+		next, seen := last[tag]
+		a := st.ackNext.Load()
+		if a == 0 {
+			continue
+		}
+		for _, s := range st.subs {
+			s.stats.reconnects.Add(1)
+			if restarted {
+				s.stats.restarts.Add(1)
+			}
+		}
+		if seen && !restarted && a-1 > next {
+			for _, s := range st.subs {
+				s.stats.gaps.Add(1)
+				s.stats.missed.Add(a - 1 - next)
+			}
+		}
+		st.known, st.next = true, a-1
+	}
+	sc.mu.RUnlock()
+	sc.upMu.Lock()
+	close(sc.upGen)
+	sc.upGen = make(chan struct{})
+	sc.upMu.Unlock()
+	return nil
+}
+
+// permanent reports whether a connection error will not go away by
+// dialling again: the peer is not a publisher, or broke the protocol.
+func permanent(err error) bool {
+	return errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrInvalidConfig)
+}
+
+// failAll ends every subscription of the connection with err.
+func (sc *subConn) failAll(err error) {
+	sc.mu.RLock()
+	var all []*Subscription
+	seen := map[*Subscription]bool{}
+	for _, st := range sc.tags {
+		for _, s := range st.subs {
+			if !seen[s] {
+				seen[s] = true
+				all = append(all, s)
+			}
+		}
+	}
+	sc.mu.RUnlock()
+	for _, s := range all {
+		go s.finish(sc.opError("subscribe", err)) // finish may close sc, which waits for the dispatcher
+	}
+}
+
+// close ends the connection: the link and the dispatcher.
+func (sc *subConn) close() {
+	close(sc.closing)
+	if sl := sc.cur.Load(); sl != nil {
+		sl.closed.Store(true)
+		sl.l.rx.wake.wake() // the dispatcher's read sees the close
+	}
+	<-sc.exited
+	if sl := sc.cur.Load(); sl != nil {
+		sl.closeLink()
+	}
+}
+
+func (sc *subConn) opError(op string, err error) error { return sc.args.opErrorAs(op, err) }
+
+// closeLink closes sl and waits for it to let go, once.
+func (sl *subLink) closeLink() {
+	sl.closed.Store(true)
+	l := sl.l
+	if l.eng.r.SubmitFunc(l.close) == nil {
+		t := time.NewTimer(sl.sc.cfg.Linger + time.Second)
+		defer t.Stop()
+		select {
+		case <-l.life.released:
+		case <-t.C:
+		}
+	}
+}
+
+func (sl *subLink) sized(l *link) error {
+	r := &sl.recv
+	r.frames = l.cfg.framing.reader()
+	r.pos.max = l.sizes.maxRecv
+	r.spares.limit = 4 * l.rx.bufSize
+	return nil
+}
+
+func (sl *subLink) up(*link)          {}
+func (sl *subLink) setupFailed(*link) {}
+func (sl *subLink) ended(*link)       {} // the dispatcher's read returns the error
+func (sl *subLink) released(*link)    {}
+
+func (sl *subLink) control(_ *link, kind uint8, payload []byte) error {
+	if kind != kindAck {
+		return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
+	}
+	a, err := parseAck(payload)
+	if err != nil {
+		return err
+	}
+	sl.sc.onAck(a)
+	return nil
+}
+
+func (sl *subLink) opError(op string, err error) error { return sl.sc.opError(op, err) }
+
+func (sl *subLink) poll(func() bool) bool { return false }
+
+func (sl *subLink) stopWaiting(w *atomic.Bool) {
+	if !w.Swap(false) {
+		sl.l.eng.wakesInFlight.Add(-1)
+	}
+}
