@@ -228,7 +228,7 @@ func DialContext(ctx context.Context, network, address string, opts ...Option) (
 	defer cancel()
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port})
 	if err != nil {
-		return nil, opErr(err)
+		return nil, opErr(a.lookupError(ctx, err))
 	}
 	eng, err := acquireEngine()
 	if err != nil {

@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"sync"
@@ -41,7 +42,7 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 	}
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, opErr(err)
+		return nil, opErr(a.lookupError(context.Background(), err))
 	}
 	defer infos.Free()
 	eng, err := acquireEngine()
