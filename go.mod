@@ -8,3 +8,5 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 )
+
+require golang.org/x/sync v0.24.0 // indirect

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestByteSize(t *testing.T) {
@@ -93,19 +95,15 @@ func TestHist(t *testing.T) {
 	}
 	rows := h.rows()
 	want := []histRow{{1, 2, 1}, {2, 5, 3}, {5, 10, 5}, {10, 20, 10}, {20, 50, 30}, {50, 100, 50}, {100, 200, 100}, {200, 500, 300}, {500, 1000, 500}, {1000, 2000, 1}}
-	if len(rows) != len(want) {
-		t.Fatalf("rows %v, want %v", rows, want)
-	}
-	for i := range rows {
-		if rows[i] != want[i] {
-			t.Errorf("row %d: %v, want %v", i, rows[i], want[i])
-		}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 	var buf bytes.Buffer
-	printHist(&buf, "x (µs)", rows, 10)
+	printHist(&buf, "x", rows, 10)
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != len(rows)+1 || lines[0] != "  x (µs)                 count" || !strings.HasSuffix(lines[1], "  #") ||
-		!strings.HasSuffix(lines[9], " ##########") || lines[8] != "      200 - 500            300  ######" {
+	if len(lines) != len(rows)+1 || lines[0] != "  x                        count" || !strings.HasSuffix(lines[1], "  #") ||
+		!strings.HasSuffix(lines[9], " ##########") || lines[8] != "    200 µs - 500 µs          300  ######" ||
+		lines[10] != "      1 ms - 2 ms              1  #" {
 		t.Errorf("histogram:\n%s", buf.String())
 	}
 

@@ -119,6 +119,30 @@ func field(t *testing.T, s string, re string) float64 {
 	return v
 }
 
+// durRE matches a duration as the tables print it: 45 µs, 1.23 ms, 850 ns.
+const durRE = `[0-9.]+ (?:ns|µs|ms|s)`
+
+// durField finds re in s and returns its first group, a duration as the
+// tables print it.
+func durField(t *testing.T, s string, re string) time.Duration {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no %q in:\n%s", re, s)
+	}
+	return parseDur(t, m[1])
+}
+
+// parseDur parses a duration as the tables print it.
+func parseDur(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return d
+}
+
 // buildNetio builds the command into a temporary directory.
 func buildNetio(t *testing.T) string {
 	t.Helper()

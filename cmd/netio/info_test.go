@@ -15,8 +15,8 @@ func TestInfo(t *testing.T) {
 	for _, re := range []string{
 		`^libfabric [0-9]+\.[0-9]+ \(netio built against API [0-9]+\.[0-9]+\)\n`,
 		`(?m)^netio picks tcp \((netio\.DefaultNetwork|\$NETIO_PROVIDER)\), available$`,
-		`(?m)^provider +version +fabric +domain +address`,
-		`(?m)^tcp +[0-9.]+ +127\.0\.0\.1/32 +lo +127\.0\.0\.1 `,
+		`(?m)^provider +netio +version +fabric +domain +address`,
+		`(?m)^tcp +tested +[0-9.]+ +127\.0\.0\.1/32 +lo +127\.0\.0\.1 `,
 	} {
 		if !regexp.MustCompile(re).MatchString(s) {
 			t.Errorf("no %q in:\n%s", re, s)

@@ -2,12 +2,14 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
 
-// Ctrl-C on either side ends a run in order: both exit 0 with a summary,
-// and the receiver's count is exact.
+// Ctrl-C on either side ends a run in order: the interrupted side exits
+// 130 (128 + SIGINT) with its summary and says so on stderr, the other
+// exits 0 with its own, and the receiver's count is acknowledged exactly.
 func TestInterrupt(t *testing.T) {
 	bin := buildNetio(t)
 	for _, side := range []string{"send", "recv"} {
@@ -24,22 +26,32 @@ func TestInterrupt(t *testing.T) {
 			if err := victim.cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
-			send.mustExit(t, exitOK)
-			recv.mustExit(t, exitOK)
+			sendCode, recvCode := exitOK, exitOK
+			if side == "send" {
+				sendCode = 130
+			} else {
+				recvCode = 130
+			}
+			send.mustExit(t, sendCode)
+			recv.mustExit(t, recvCode)
+			if e := victim.errText(); !strings.Contains(e, "netio: "+side+": interrupted: stopping (Ctrl-C again exits at once)\n") ||
+				!strings.HasSuffix(e, "netio: "+side+": interrupted\n") {
+				t.Errorf("%s's stderr:\n%s\nwant the interrupt acknowledged, and reported last", side, e)
+			}
 			var r recvResult
 			decode(t, recv.stdout.String(), &r)
 			var s sendResult
 			decode(t, send.stdout.String(), &s)
-			if r.Messages <= 0 || r.Latency == nil || !s.Confirmed {
-				t.Errorf("recv %+v, send %+v", r, s)
+			if r.Messages <= 0 || r.Latency == nil || s.ReceiverCounted == nil || *s.ReceiverCounted != r.Messages || *s.ReceiverRead != s.Messages {
+				t.Errorf("recv %+v, send %+v: want the receiver's count acknowledged", r, s)
 			}
 			switch side {
 			case "send":
-				if s.Ended != "interrupted" || r.Ended != "the sender ended the stream" || r.Messages != s.Messages {
+				if s.Ended != "interrupted" || r.Ended != "the sender ended the stream" || r.Messages != s.Messages || !s.Confirmed {
 					t.Errorf("recv %+v, send %+v: want the stream ended by the sender, every message counted", r, s)
 				}
 			case "recv":
-				if r.Ended != "interrupted" || s.Ended != "the receiver asked to stop" || s.Messages < r.Messages {
+				if r.Ended != "interrupted" || s.Ended != "the receiver asked to stop" || s.Messages < r.Messages || s.Confirmed != (s.Messages == r.Messages) {
 					t.Errorf("recv %+v, send %+v: want the sender stopped by the receiver", r, s)
 				}
 			}
