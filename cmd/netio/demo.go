@@ -136,7 +136,10 @@ func runDemo(ctx context.Context, cfg demoConfig) (*demoResult, error) {
 		run  func(pair) error
 	}{
 		{"round trip", func(p pair) (err error) { res.RoundTrip, err = roundTrip(ctx, p, cfg); return err }},
-		{"messages/s", func(p pair) (err error) { res.MessageRate, err = stream(ctx, p, cfg, "messages/s", smallSize); return err }},
+		{"messages/s", func(p pair) (err error) {
+			res.MessageRate, err = stream(ctx, p, cfg, "messages/s", smallSize)
+			return err
+		}},
 		{"Gbit/s", func(p pair) (err error) { res.Throughput, err = stream(ctx, p, cfg, "Gbit/s", bulkSize); return err }},
 	}
 	for i, ph := range phases {

@@ -39,7 +39,9 @@ func durString(d time.Duration) string {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // microsDur is the duration of us µs.
-func microsDur(us float64) time.Duration { return time.Duration(math.Round(us * float64(time.Microsecond))) }
+func microsDur(us float64) time.Duration {
+	return time.Duration(math.Round(us * float64(time.Microsecond)))
+}
 
 // seconds is the duration of s seconds.
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
