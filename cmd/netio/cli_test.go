@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +127,49 @@ func TestHist(t *testing.T) {
 	if h.rows()[0].Count != 1 {
 		t.Errorf("rows %v: want the one non-negative value", h.rows())
 	}
+}
+
+// The histogram's percentiles are within 1/256 of the exact nearest-rank
+// percentile of the samples, whatever their magnitude: it is log-linear.
+func TestHistRelativeError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, spread := range []float64{3, 9, 15} { // from ns to ms, s and hours
+		h := newHist()
+		var samples []time.Duration
+		for range 20000 {
+			// Log-uniform from 1 ns to 10^spread ns.
+			d := time.Duration(math.Pow(10, rng.Float64()*spread))
+			if rng.IntN(10) == 0 {
+				d = -d // clocks that disagree
+			}
+			h.add(d)
+			samples = append(samples, d)
+		}
+		slices.Sort(samples)
+		for _, pct := range []float64{0, 1, 10, 25, 50, 75, 90, 99, 99.9, 100} {
+			want := percentile(samples, pct)
+			got := h.percentile(pct)
+			if diff := got - want; diff < 0 && -diff > abs(want)/256 || diff > 0 && diff > abs(want)/256 {
+				t.Errorf("spread 1e%v ns: p%v = %v, exact %v: off by %.3f%%", spread, pct, got, want, 100*float64(diff)/float64(abs(want)))
+			}
+		}
+		if h.min != samples[0] || h.max != samples[len(samples)-1] {
+			t.Errorf("min %v max %v, want %v %v", h.min, h.max, samples[0], samples[len(samples)-1])
+		}
+		var counted int64
+		for _, r := range h.rows() {
+			counted += r.Count
+		}
+		nonNeg := int64(len(samples) - slices.IndexFunc(samples, func(d time.Duration) bool { return d >= 0 }))
+		if counted != nonNeg {
+			t.Errorf("rows count %d values, want the %d non-negative ones", counted, nonNeg)
+		}
+	}
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }

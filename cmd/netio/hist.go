@@ -141,8 +141,12 @@ func (h *hist) rows() []histRow {
 		if n == 0 {
 			continue
 		}
+		// A bucket's midpoint, kept within the exact extremes as
+		// percentile does: the midpoint of the bucket holding the
+		// maximum may lie past the row of the maximum, which is the last
+		// row shown (and so for the minimum and the first row).
 		lo, hi := histRange(i)
-		counts[row(time.Duration((lo+hi)/2))] += n
+		counts[row(min(max(time.Duration((lo+hi)/2), h.min, 0), h.max))] += n
 	}
 	first, last := row(max(h.min, 0)), row(max(h.max, 0))
 	var out []histRow
