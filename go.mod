@@ -6,7 +6,6 @@ require (
 	github.com/google/go-cmp v0.7.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 )
-
-require golang.org/x/sync v0.24.0 // indirect
