@@ -1,6 +1,8 @@
 package netio
 
 import (
+	"context"
+
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -51,7 +53,7 @@ func listen(op, network, address string, opts []Option, r role, owner func(*acce
 	}
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, cfg, opErr(err)
+		return nil, cfg, opErr(a.lookupError(context.Background(), err))
 	}
 	defer infos.Free()
 	eng, err := acquireEngine()

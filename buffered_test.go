@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/netio-go/netio"
 )
 
@@ -104,8 +106,10 @@ func TestBufferedManyMessages(t *testing.T) {
 					got = append(buf[:0], m.Bytes()...)
 					m.Release()
 				}
+				// bytes.Equal first: cmp.Diff on each of 15000
+				// messages would make this test slow.
 				if !bytes.Equal(got, want) {
-					t.Fatalf("message %d: got %d bytes %x..., want %d bytes %x...", i, len(got), got[:min(8, len(got))], len(want), want[:8])
+					t.Fatalf("message %d (-want +got):\n%s", i, cmp.Diff(want, got))
 				}
 			}
 			if err := <-errc; err != nil {
@@ -208,8 +212,9 @@ func TestBufferedLargeMessages(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// bytes.Equal first: cmp compares 100 KB byte by byte.
 			if !bytes.Equal(got, want) {
-				t.Fatalf("round %d message %d: %d bytes, want %d", round, i, len(got), len(want))
+				t.Fatalf("round %d message %d: %d bytes, want %d (-want +got):\n%s", round, i, len(got), len(want), cmp.Diff(want, got))
 			}
 		}
 	}
@@ -240,7 +245,7 @@ func TestBufferedNextMessageHolds(t *testing.T) {
 		if len(held) == 20 {
 			for j, h := range held {
 				if want := testMessage(i-19+j, 100); !bytes.Equal(h.Bytes(), want) {
-					t.Fatalf("held message %d changed under us", i-19+j)
+					t.Fatalf("held message %d changed under us (-want +got):\n%s", i-19+j, cmp.Diff(want, h.Bytes()))
 				}
 				h.Release()
 			}

@@ -161,7 +161,7 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 	defer cancel()
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: a.provider, Node: a.host, Service: a.port})
 	if err != nil {
-		return nil, a.opError(err)
+		return nil, a.opError(a.lookupError(ctx, err))
 	}
 	defer infos.Free()
 	eng, err := acquireEngine()

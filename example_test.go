@@ -1,9 +1,13 @@
 package netio_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
+	"net"
+	"os"
 	"time"
 
 	"github.com/netio-go/netio"
@@ -136,4 +140,182 @@ func Example_reactor() {
 	// 3
 	// 2
 	// 1
+}
+
+// In HighThroughput mode Write copies each message into a page, and pages
+// go out when full, on Flush, when the writer pauses and at the latest
+// after FlushInterval. WriteBatch writes many messages under one lock;
+// Flush sends the current page now. The reader takes messages without a
+// copy: Next (valid until the next read), NextBatch (many at once, as
+// valid), NextMessage (valid until its Release).
+func ExampleWithMode_highThroughput() {
+	ht := netio.WithMode(netio.HighThroughput) // both ends use the same mode
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", ht)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String(), ht)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	msgs := [][]byte{[]byte("one"), []byte("two"), []byte("three"), []byte("four"), []byte("five")}
+	if _, err := c.WriteBatch(msgs); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Flush(); err != nil { // now, not when the page is full
+		log.Fatal(err)
+	}
+
+	m, err := s.Next() // valid until the next read on s
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("Next: %s\n", m)
+
+	kept, err := s.NextMessage() // valid until Release, across reads
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// NextBatch returns the messages at hand, at least one: loop until
+	// the three left have come.
+	batch := make([][]byte, 8)
+	for left := 3; left > 0; {
+		n, err := s.NextBatch(batch)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, m := range batch[:n] {
+			fmt.Printf("NextBatch: %s\n", m)
+		}
+		left -= n
+	}
+	fmt.Printf("NextMessage: %s\n", kept.Bytes())
+	kept.Release() // the page goes back to the fabric once all is released
+	// Output:
+	// Next: one
+	// NextBatch: three
+	// NextBatch: four
+	// NextBatch: five
+	// NextMessage: two
+}
+
+// TryWrite never waits: when the free send buffers cannot take the message
+// it returns ErrWouldBlock, and the caller decides what to do (here: wait
+// for room with Write).
+func ExampleConn_TryWrite() {
+	ht := netio.WithMode(netio.HighThroughput)
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", ht)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String(), ht)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	msg := []byte("tick")
+	if _, err := c.TryWrite(msg); errors.Is(err, netio.ErrWouldBlock) {
+		// No room now: do something else, or wait for it.
+		_, err = c.Write(msg)
+		if err != nil {
+			log.Fatal(err)
+		}
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	c.Flush()
+	got, err := s.AppendMessage(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(got))
+	// Output: tick
+}
+
+// DialContext gives up when its context ends: here a deadline. Set-up is
+// also bounded by Config.ConnectTimeout (WithConnectTimeout), whichever
+// comes first.
+func ExampleDialContext() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := netio.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Println("connected over", c.RemoteAddr().Network())
+
+	// A deadline that has passed: the dial fails at once, and the error
+	// says why.
+	past, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	_, err = netio.DialContext(past, "tcp", ln.Addr().String())
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// connected over tcp
+	// true
+}
+
+// netio's errors are the net package's: a *net.OpError wrapping the cause,
+// which errors.Is and errors.As find. io.EOF ends a stream whose peer
+// closed, os.ErrDeadlineExceeded a read past its deadline, net.ErrClosed a
+// use of a closed connection.
+func Example_errors() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	s.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	_, err = s.ReadMessage(make([]byte, 64))
+	fmt.Println("deadline:", errors.Is(err, os.ErrDeadlineExceeded))
+
+	c.Close()
+	s.SetReadDeadline(time.Time{})
+	_, err = s.ReadMessage(make([]byte, 64))
+	fmt.Println("peer closed:", errors.Is(err, io.EOF))
+
+	_, err = c.Write([]byte("too late"))
+	fmt.Println("closed:", errors.Is(err, net.ErrClosed))
+
+	_, err = netio.Dial("tcp", "127.0.0.1:99999")
+	var addrErr *net.AddrError
+	fmt.Println("bad port:", errors.As(err, &addrErr), addrErr.Err)
+	// Output:
+	// deadline: true
+	// peer closed: true
+	// closed: true
+	// bad port: true invalid port
 }

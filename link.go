@@ -61,10 +61,10 @@ type linkConfig struct {
 	role       role // what the link is to its peer
 	ctlPayload int  // largest payload of the owner's control messages; 0: none
 	framing    framing
-	rxWindow   int  // receive buffers posted for the peer
-	rxBufSize  int  // bytes each, header included
-	txWindow   int  // send buffers kept at most
-	txBufSize  int  // bytes each at most
+	rxWindow   int // receive buffers posted for the peer
+	rxBufSize  int // bytes each, header included
+	txWindow   int // send buffers kept at most
+	txBufSize  int // bytes each at most
 	maxMessage int
 	linger     time.Duration
 }

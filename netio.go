@@ -145,6 +145,9 @@ func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, 
 	if a.host, a.port, err = net.SplitHostPort(address); err != nil {
 		return nil, a.opError(err)
 	}
+	if err = checkPort(a.port); err != nil {
+		return nil, a.opError(err)
+	}
 	if a.host == "" {
 		a.host = defaultHost
 	}

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/ofi"
 )
@@ -346,15 +349,21 @@ func echo(t testing.TB, a, b *netio.Conn, msg []byte) {
 		t.Fatalf("echo: Write: %v", err)
 	}
 	got, err := b.AppendMessage(nil)
-	if err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo: far side got %q, %v; want %q", trunc(got), err, trunc(msg))
+	if err != nil {
+		t.Fatalf("echo: far side: %v; want %q", err, trunc(msg))
+	}
+	if diff := cmp.Diff(msg, got); diff != "" {
+		t.Fatalf("echo: far side got (-want +got):\n%s", diff)
 	}
 	if _, err := b.Write(got); err != nil {
 		t.Fatalf("echo: Write back: %v", err)
 	}
 	back, err := a.AppendMessage(nil)
-	if err != nil || !bytes.Equal(back, msg) {
-		t.Fatalf("echo: got back %q, %v; want %q", trunc(back), err, trunc(msg))
+	if err != nil {
+		t.Fatalf("echo: got back %v; want %q", err, trunc(msg))
+	}
+	if diff := cmp.Diff(msg, back); diff != "" {
+		t.Fatalf("echo: got back (-want +got):\n%s", diff)
 	}
 }
 
@@ -1167,18 +1176,21 @@ func TestOnMessage(t *testing.T) {
 			t.Fatalf("Write %d: %v", i, err)
 		}
 	}
-	for i, w := range want {
+	var msgs [][]byte
+	for i := range want {
 		select {
 		case g := <-ch:
 			if g.c != s {
 				t.Errorf("message %d: callback got Conn %v; want the accepted one %v", i, g.c, s)
 			}
-			if !bytes.Equal(g.msg, w) {
-				t.Fatalf("message %d: callback got %d bytes %q; want %d bytes %q", i, len(g.msg), trunc(g.msg), len(w), trunc(w))
-			}
+			msgs = append(msgs, g.msg)
 		case <-time.After(hangTimeout):
 			t.Fatalf("callback got %d of %d messages in %v", i, len(want), hangTimeout)
 		}
+	}
+	// EquateEmpty: the empty message may reach the callback as nil.
+	if diff := cmp.Diff(want, msgs, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("messages the callback got (-want +got):\n%s", diff)
 	}
 	// No extra message reached the callback: the next one it gets is the
 	// next one written (checked in order below), whenever it comes.
@@ -1247,16 +1259,19 @@ func TestReadStreamAcrossMessages(t *testing.T) {
 		got = append(got, buf[:n]...)
 		reads++
 	}
-	if !bytes.Equal(got, big) {
-		t.Fatalf("10 KiB message read with a 1000-byte buffer came out corrupted")
+	if diff := cmp.Diff(big, got); diff != "" {
+		t.Fatalf("10 KiB message read with a 1000-byte buffer came out corrupted (-want +got):\n%s", diff)
 	}
 	if reads < 11 {
 		t.Errorf("10 KiB read in %d Reads of at most 1000 bytes", reads)
 	}
 	p := make([]byte, 100)
 	n, err := s.ReadMessage(p)
-	if err != nil || !bytes.Equal(p[:n], next) {
-		t.Fatalf("message after the streamed one: %q, %v; want %q", p[:n], err, next)
+	if err != nil {
+		t.Fatalf("message after the streamed one: %v; want %q", err, next)
+	}
+	if diff := cmp.Diff(next, p[:n]); diff != "" {
+		t.Fatalf("message after the streamed one (-want +got):\n%s", diff)
 	}
 
 	// A partial Read, then ReadMessage returns the rest of that message.
@@ -1309,8 +1324,11 @@ func TestReadMessageShortBuffer(t *testing.T) {
 	}
 	prefix := []byte("prefix:")
 	got, err := s.AppendMessage(prefix)
-	if err != nil || !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], msg) {
-		t.Fatalf("AppendMessage after io.ErrShortBuffer: %d bytes, %v; want the prefix and the whole 10000-byte message", len(got), err)
+	if err != nil {
+		t.Fatalf("AppendMessage after io.ErrShortBuffer: %v", err)
+	}
+	if diff := cmp.Diff(append([]byte("prefix:"), msg...), got); diff != "" {
+		t.Fatalf("AppendMessage after io.ErrShortBuffer: want the prefix and the whole 10000-byte message (-want +got):\n%s", diff)
 	}
 	if n, err := s.ReadMessage(small); err != nil || string(small[:n]) != "tail" {
 		t.Fatalf("next message: %q, %v; want \"tail\"", small[:n], err)

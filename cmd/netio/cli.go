@@ -23,10 +23,18 @@ import (
 // as one line, the -count/-duration limits, Ctrl-C, and output.
 
 const (
-	// closeWait bounds each step of ending a run in order: waiting for the
-	// peer to echo the end-of-stream message, to finish what it had in
-	// flight after a stop request, or to close its side.
+	// closeWait bounds ending a run in order: waiting for the peer to
+	// acknowledge the end of the stream, to finish what it had in flight
+	// after a stop request, or to close its side.
 	closeWait = 5 * time.Second
+	// interruptGrace is what a run has, after Ctrl-C, to end in order:
+	// then it gives up on its peer and prints its summary.
+	interruptGrace = time.Second
+	// failsafeWait is when a run that Ctrl-C did not end is ended anyway.
+	failsafeWait = 5 * time.Second
+	// helloWait bounds waiting for the peer's answer to the greeting with
+	// which send and ping find out what kind of peer they reached.
+	helloWait = 5 * time.Second
 	// defaultRun is how long send and ping run when neither -count nor
 	// -duration is given.
 	defaultRun = 10 * time.Second
@@ -149,32 +157,120 @@ func checkSize(fs *flag.FlagSet, size byteSize) (int, bool) {
 	return exitOK, true
 }
 
-// interruptible returns a context that SIGINT or SIGTERM cancels, so that
-// Ctrl-C ends a run in order with its summary. After the first signal the
-// default action is back: a second Ctrl-C kills a run that does not end.
-// stop releases the signals.
-func interruptible() (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sig := make(chan os.Signal, 1)
+// errInterrupted is wrapped by the error of a run that Ctrl-C ended before
+// it had anything to report ("interrupted while connecting").
+var errInterrupted = errors.New("interrupted")
+
+// interruption is the cause of a run's context once a signal cancelled it.
+type interruption struct {
+	sig os.Signal
+	at  time.Time
+}
+
+func (i *interruption) Error() string { return "interrupted by " + i.sig.String() }
+
+// interruptedBy returns what interrupted ctx, or nil.
+func interruptedBy(ctx context.Context) *interruption {
+	var i *interruption
+	if errors.As(context.Cause(ctx), &i) {
+		return i
+	}
+	return nil
+}
+
+// signalCode is the exit code of a run that sig interrupted: 128 plus the
+// signal's number, as a shell reports a process the signal killed (130 for
+// SIGINT, 143 for SIGTERM).
+func signalCode(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitInterrupted
+}
+
+// exit ends the process; a variable so that nothing else calls os.Exit.
+var exit = os.Exit
+
+// interruptible returns a context that SIGINT or SIGTERM cancels, with an
+// *interruption as its cause, so that Ctrl-C ends a run in order with its
+// summary: every command stops what it does at once and gives ending in
+// order at most interruptGrace. The first signal is acknowledged on stderr
+// at once. A second one exits at once with a line on stderr, and so does a
+// run that has not ended failsafeWait after the first. stop releases the
+// signals.
+func interruptible(stderr io.Writer, cmd string) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		select {
-		case <-sig:
-			signal.Stop(sig)
-			cancel()
-		case <-done:
+		var first os.Signal
+		var failsafe <-chan time.Time
+		for {
+			select {
+			case s := <-sig:
+				if first == nil {
+					first = s
+					fmt.Fprintf(stderr, "netio: %s: interrupted: stopping (Ctrl-C again exits at once)\n", cmd)
+					cancel(&interruption{sig: s, at: time.Now()})
+					failsafe = time.After(failsafeWait)
+					continue
+				}
+				fmt.Fprintf(stderr, "netio: %s: interrupted again: exiting at once, without a summary\n", cmd)
+				exit(signalCode(s))
+			case <-failsafe:
+				fmt.Fprintf(stderr, "netio: %s: interrupted, and still running %v later: exiting without a summary\n", cmd, failsafeWait)
+				exit(signalCode(first))
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() {
 		signal.Stop(sig)
 		close(done)
 		wg.Wait()
-		cancel()
+		cancel(nil)
 	}
+}
+
+// endBy is the deadline of ending a run in order (the end of the stream
+// and its acknowledgment, waiting for the peer to close): closeWait from
+// now, but no later than interruptGrace after an interrupt.
+func endBy(ctx context.Context) time.Time {
+	t := time.Now().Add(closeWait)
+	if ctx.Err() != nil {
+		at := time.Now()
+		if i := interruptedBy(ctx); i != nil {
+			at = i.at
+		}
+		if g := at.Add(interruptGrace); g.Before(t) {
+			t = g
+		}
+	}
+	return t
+}
+
+// endWait is how long endBy gives ending in order, for messages.
+func endWait(ctx context.Context) time.Duration {
+	if ctx.Err() != nil {
+		return interruptGrace
+	}
+	return closeWait
+}
+
+// closeConn closes c. netio's Close waits up to its linger time for what
+// was written to be delivered; after an interrupt the peer may not be
+// reading and the process is about to exit, so it is not waited for.
+func closeConn(ctx context.Context, c *netio.Conn) {
+	if ctx.Err() != nil {
+		go c.Close()
+		return
+	}
+	c.Close()
 }
 
 // whenDone runs f if ctx ends before the returned stop is called; stop
@@ -198,14 +294,11 @@ func whenDone(ctx context.Context, f func()) (stop func()) {
 	}
 }
 
-// outputs returns where progress goes: stdout next to a table, stderr when
-// stdout is JSON; and whether it is a terminal.
-func outputs(stdout, stderr io.Writer, asJSON bool) (progress io.Writer, inPlace bool) {
-	progress = stdout
-	if asJSON {
-		progress = stderr
-	}
-	return progress, isTerminal(progress)
+// progressTo returns where progress goes, stderr, so that stdout carries
+// only the result (a table or JSON) and '> file' captures that alone; and
+// whether it is a terminal, where progress rewrites one line.
+func progressTo(stderr io.Writer) (progress io.Writer, inPlace bool) {
+	return stderr, isTerminal(stderr)
 }
 
 // providerFlag adds -provider.
@@ -251,10 +344,11 @@ func modeFlag(fs *flag.FlagSet) *connMode {
 	return m
 }
 
-// printJSON writes v indented.
 // report prints a command's summary, if it has one (a table, or JSON with
-// -json), and turns its error into the exit code.
-func report[R any](stdout, stderr io.Writer, cmd string, asJSON bool, res *R, err error, print func(io.Writer, *R)) int {
+// -json), on stdout, and turns how the run ended into the exit code and a
+// line on stderr: exitError and the error for a failed run, 128 plus the
+// signal (130 for Ctrl-C) and "interrupted" for an interrupted one.
+func report[R any](ctx context.Context, stdout, stderr io.Writer, cmd string, asJSON bool, res *R, err error, print func(io.Writer, *R)) int {
 	if res != nil {
 		if asJSON {
 			if err := printJSON(stdout, res); err != nil {
@@ -264,12 +358,24 @@ func report[R any](stdout, stderr io.Writer, cmd string, asJSON bool, res *R, er
 			print(stdout, res)
 		}
 	}
+	if i := interruptedBy(ctx); i != nil {
+		msg := "interrupted"
+		switch {
+		case errors.Is(err, errInterrupted):
+			msg = err.Error()
+		case err != nil:
+			msg += "; " + err.Error()
+		}
+		fmt.Fprintf(stderr, "netio: %s: %s\n", cmd, oneLine(msg))
+		return signalCode(i.sig)
+	}
 	if err != nil {
 		return failed(stderr, cmd, err)
 	}
 	return exitOK
 }
 
+// printJSON writes v indented.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"sync"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/netio-go/netio"
 )
@@ -88,9 +88,11 @@ type streamResult struct {
 func demoMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", "usage: netio demo [flags]\n\n"+
 		"Runs a netio listener and client in this process over loopback and measures\n"+
-		"round-trip latency, 64-byte message rate and 1 MiB throughput.\n"+
-		"With -mode ht every connection uses netio's HighThroughput mode, and\n"+
-		"each ping and echo is followed by Flush.\n", stderr)
+		"round-trip latency, 64-byte message rate and 1 MiB throughput, showing\n"+
+		"progress on stderr and the results on stdout. With -mode ht every\n"+
+		"connection uses netio's HighThroughput mode, and each ping and echo is\n"+
+		"followed by Flush. Ctrl-C stops it and prints the phases measured so far\n"+
+		"(exit status 130).\n", stderr)
 	provider := providerFlag(fs)
 	mode := modeFlag(fs)
 	duration := fs.Duration("duration", 3*time.Second, "length of each of the three phases")
@@ -101,68 +103,66 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	if *duration <= 0 {
 		return usageError(fs, "-duration must be positive")
 	}
-
-	// Progress shares stdout with the table; with -json it moves to stderr
-	// so that stdout stays valid JSON.
-	progress := stdout
-	if *asJSON {
-		progress = stderr
-	}
+	warnProvider(stderr, *provider)
+	ctx, stop := interruptible(stderr, "demo")
+	defer stop()
+	progress, inPlace := progressTo(stderr)
 	cfg := demoConfig{
 		provider: *provider,
 		mode:     *mode,
 		duration: *duration,
 		pings:    maxPings,
 		progress: progress,
-		inPlace:  isTerminal(progress),
+		inPlace:  inPlace,
 	}
-	res, err := runDemo(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "netio: demo: %v\n", err)
-		return exitError
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			fmt.Fprintf(stderr, "netio: %v\n", err)
-			return exitError
-		}
-		return exitOK
-	}
-	printTable(stdout, res)
-	return exitOK
+	res, err := runDemo(ctx, cfg)
+	return report(ctx, stdout, stderr, "demo", *asJSON, res, err, printTable)
 }
 
 // runDemo listens on loopback and runs the three phases, each on a
 // connection of its own so that what one phase leaves in flight cannot
-// colour the next, and every phase also exercises a clean Close.
-func runDemo(cfg demoConfig) (*demoResult, error) {
+// colour the next, and every phase also exercises a clean Close. Ctrl-C
+// ends the phase under way and skips the others: the result then holds
+// the phases done (the others are zero), or is nil if there are none.
+func runDemo(ctx context.Context, cfg demoConfig) (*demoResult, error) {
 	ln, err := netio.Listen(cfg.provider, "127.0.0.1:0", cfg.mode.options()...)
 	if err != nil {
 		return nil, err
 	}
 	defer ln.Close()
 	res := &demoResult{Provider: ln.Addr().Network(), Mode: netio.Mode(cfg.mode).String(), Address: ln.Addr().String()}
-
-	p, err := connect(ln, cfg)
-	if err != nil {
-		return nil, err
+	phases := []struct {
+		name string
+		run  func(pair) error
+	}{
+		{"round trip", func(p pair) (err error) { res.RoundTrip, err = roundTrip(ctx, p, cfg); return err }},
+		{"messages/s", func(p pair) (err error) {
+			res.MessageRate, err = stream(ctx, p, cfg, "messages/s", smallSize)
+			return err
+		}},
+		{"Gbit/s", func(p pair) (err error) { res.Throughput, err = stream(ctx, p, cfg, "Gbit/s", bulkSize); return err }},
 	}
-	if res.RoundTrip, err = roundTrip(p, cfg); err != nil {
-		return nil, fmt.Errorf("round trip: %w", err)
-	}
-	if p, err = connect(ln, cfg); err != nil {
-		return nil, err
-	}
-	if res.MessageRate, err = stream(p, cfg, "messages/s", smallSize); err != nil {
-		return nil, fmt.Errorf("messages/s: %w", err)
-	}
-	if p, err = connect(ln, cfg); err != nil {
-		return nil, err
-	}
-	if res.Throughput, err = stream(p, cfg, "Gbit/s", bulkSize); err != nil {
-		return nil, fmt.Errorf("Gbit/s: %w", err)
+	for i, ph := range phases {
+		if ctx.Err() != nil {
+			break
+		}
+		p, err := connect(ctx, ln, cfg)
+		if err == nil {
+			err = ph.run(p)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", ph.name, err)
+			}
+		}
+		if err != nil && ctx.Err() != nil {
+			// Interrupted: what the phase measured, if anything, stands.
+			if i == 0 && res.RoundTrip.Pings == 0 {
+				return nil, fmt.Errorf("%w before a phase was measured", errInterrupted)
+			}
+			return res, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -171,8 +171,8 @@ func runDemo(cfg demoConfig) (*demoResult, error) {
 // accepted.
 type pair struct{ client, server *netio.Conn }
 
-// connect dials ln and accepts the connection.
-func connect(ln *netio.Listener, cfg demoConfig) (pair, error) {
+// connect dials ln and accepts the connection; Ctrl-C gives up.
+func connect(ctx context.Context, ln *netio.Listener, cfg demoConfig) (pair, error) {
 	type accepted struct {
 		c   *netio.Conn
 		err error
@@ -182,7 +182,7 @@ func connect(ln *netio.Listener, cfg demoConfig) (pair, error) {
 		c, err := ln.AcceptConn()
 		ch <- accepted{c, err}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	client, err := netio.DialContext(ctx, cfg.provider, ln.Addr().String(), cfg.mode.options()...)
 	if err != nil {
@@ -220,85 +220,103 @@ func connect(ln *netio.Listener, cfg demoConfig) (pair, error) {
 	return pair{client, a.c}, nil
 }
 
-// failure keeps the first error of a phase and closes its connection, so
-// that the other side's blocked Read or Write returns instead of waiting
-// for a peer that has given up; its own error then is only a consequence.
-type failure struct {
-	once sync.Once
-	err  error
-	p    pair
+// phaseGroup runs a phase's goroutines with errgroup: the first error is
+// the phase's, and on it (or on Ctrl-C) both ends of p are closed, so that
+// the other side's blocked Read or Write returns instead of waiting for a
+// peer that has given up; its own error then is only a consequence. wait
+// returns the first error once every goroutine has returned and p is
+// closed.
+type phaseGroup struct {
+	g      *errgroup.Group
+	closed chan struct{}
 }
 
-func (f *failure) fail(err error) {
-	f.once.Do(func() {
-		f.err = err
-		f.p.client.Close()
-		f.p.server.Close()
+func newPhaseGroup(ctx context.Context, p pair) *phaseGroup {
+	g, gctx := errgroup.WithContext(ctx)
+	pg := &phaseGroup{g: g, closed: make(chan struct{})}
+	// errgroup cancels gctx on the first error, and in any case when Wait
+	// returns: p is closed either way.
+	context.AfterFunc(gctx, func() {
+		p.client.Close()
+		p.server.Close()
+		close(pg.closed)
 	})
+	return pg
+}
+
+func (pg *phaseGroup) Go(f func() error) { pg.g.Go(f) }
+
+func (pg *phaseGroup) wait() error {
+	err := pg.g.Wait()
+	<-pg.closed
+	return err
 }
 
 // roundTrip measures ping-pong latency: the client writes a ping, the
 // server echoes it, the client reads it back; both flush after writing
-// (which in LowLatency mode does nothing). It closes p.
-func roundTrip(p pair, cfg demoConfig) (rttResult, error) {
-	f := &failure{p: p}
-	echoed := make(chan struct{})
-	go func() {
-		defer close(echoed)
+// (which in LowLatency mode does nothing). It closes p. Ctrl-C ends it
+// with the round trips measured so far.
+func roundTrip(ctx context.Context, p pair, cfg demoConfig) (rttResult, error) {
+	g := newPhaseGroup(ctx, p)
+	g.Go(func() error {
 		buf := make([]byte, smallSize)
 		for {
 			n, err := p.server.ReadMessage(buf)
 			if errors.Is(err, io.EOF) {
-				return // the client is done
+				return nil // the client is done
 			}
 			if err != nil {
-				f.fail(fmt.Errorf("echo: %w", err))
-				return
+				return fmt.Errorf("echo: %w", err)
 			}
 			if err := writeNow(p.server, buf[:n]); err != nil {
-				f.fail(fmt.Errorf("echo: %w", err))
-				return
+				return fmt.Errorf("echo: %w", err)
 			}
 		}
-	}()
+	})
 
 	m := startMeter(cfg, "round trip", func(n int64, d time.Duration) string {
-		return fmt.Sprintf("%.1f µs per round trip", micros(d)/float64(n))
+		return durString(d/time.Duration(n)) + " per round trip"
 	})
-	ping := make([]byte, smallSize)
-	pong := make([]byte, smallSize)
 	samples := make([]time.Duration, 0, cfg.pings)
 	start := time.Now()
-	for len(samples) < cfg.pings && time.Since(start) < cfg.duration {
-		// A sequence number makes a lost, repeated or stale pong visible.
-		binary.LittleEndian.PutUint64(ping, uint64(len(samples)))
-		t := time.Now()
-		if err := writeNow(p.client, ping); err != nil {
-			f.fail(err)
-			break
+	var elapsed time.Duration
+	g.Go(func() error {
+		defer p.client.Close() // the echo loop sees io.EOF and ends
+		ping := make([]byte, smallSize)
+		pong := make([]byte, smallSize)
+		for len(samples) < cfg.pings && time.Since(start) < cfg.duration && ctx.Err() == nil {
+			// A sequence number makes a lost, repeated or stale pong visible.
+			binary.LittleEndian.PutUint64(ping, uint64(len(samples)))
+			t := time.Now()
+			if err := writeNow(p.client, ping); err != nil {
+				return err
+			}
+			n, err := p.client.ReadMessage(pong)
+			if err != nil {
+				return err
+			}
+			samples = append(samples, time.Since(t))
+			if !bytes.Equal(pong[:n], ping) {
+				return fmt.Errorf("pong %d does not match its ping", len(samples)-1)
+			}
+			m.add(1)
 		}
-		n, err := p.client.ReadMessage(pong)
-		if err != nil {
-			f.fail(err)
-			break
-		}
-		samples = append(samples, time.Since(t))
-		if !bytes.Equal(pong[:n], ping) {
-			f.fail(fmt.Errorf("pong %d does not match its ping", len(samples)-1))
-			break
-		}
-		m.add(1)
-	}
-	elapsed := time.Since(start)
+		elapsed = time.Since(start)
+		return nil
+	})
+	err := g.wait()
 	m.stop()
-	p.client.Close() // the echo loop sees io.EOF and ends
-	<-echoed
-	p.server.Close()
-	if f.err != nil {
-		return rttResult{}, f.err
+	if err != nil && ctx.Err() == nil {
+		return rttResult{}, err
 	}
 	if len(samples) == 0 {
+		if ctx.Err() != nil {
+			return rttResult{}, errInterrupted
+		}
 		return rttResult{}, errors.New("no round trip completed")
+	}
+	if elapsed == 0 {
+		elapsed = time.Since(start)
 	}
 	slices.Sort(samples)
 	return rttResult{
@@ -315,64 +333,61 @@ func roundTrip(p pair, cfg demoConfig) (rttResult, error) {
 // The writer closes its side when time is up, and the reader counts until
 // io.EOF: netio delivers everything written before a Close, so the count
 // and the time of the last message are the receiver's own. It closes p.
-func stream(p pair, cfg demoConfig, name string, size int) (streamResult, error) {
-	f := &failure{p: p}
+// Ctrl-C ends the writer early; the stream is measured up to there.
+func stream(ctx context.Context, p pair, cfg demoConfig, name string, size int) (streamResult, error) {
 	m := startMeter(cfg, name, func(n int64, d time.Duration) string {
 		if size >= bulkSize {
 			return fmt.Sprintf("%.2f Gbit/s", float64(n)*float64(size)*8/d.Seconds()/1e9)
 		}
 		return fmt.Sprintf("%.0f msg/s", float64(n)/d.Seconds())
 	})
-	var wg sync.WaitGroup
-	wg.Add(2)
+	// The group's context is not the run's: Ctrl-C ends the writer,
+	// which closes its side, and the reader still counts what arrives.
+	g := newPhaseGroup(context.Background(), p)
 	start := time.Now()
-	go func() {
-		defer wg.Done()
+	g.Go(func() error {
 		msg := make([]byte, size)
-		for seq := uint64(0); time.Since(start) < cfg.duration; seq++ {
+		for seq := uint64(0); time.Since(start) < cfg.duration && ctx.Err() == nil; seq++ {
 			binary.LittleEndian.PutUint64(msg, seq)
 			if _, err := p.client.Write(msg); err != nil {
-				f.fail(fmt.Errorf("write: %w", err))
-				return
+				return fmt.Errorf("write: %w", err)
 			}
 		}
 		p.client.Close()
-	}()
+		return nil
+	})
 	var received int64
 	var last time.Time
-	go func() {
-		defer wg.Done()
+	g.Go(func() error {
 		buf := make([]byte, size)
 		for {
 			n, err := p.server.ReadMessage(buf)
 			if errors.Is(err, io.EOF) {
-				return
+				return nil
 			}
 			if err != nil {
-				f.fail(fmt.Errorf("read: %w", err))
-				return
+				return fmt.Errorf("read: %w", err)
 			}
 			last = time.Now()
 			if n != size {
-				f.fail(fmt.Errorf("message %d has %d bytes, want %d", received, n, size))
-				return
+				return fmt.Errorf("message %d has %d bytes, want %d", received, n, size)
 			}
 			if seq := binary.LittleEndian.Uint64(buf); seq != uint64(received) {
-				f.fail(fmt.Errorf("message %d arrived with sequence number %d", received, seq))
-				return
+				return fmt.Errorf("message %d arrived with sequence number %d", received, seq)
 			}
 			received++
 			m.add(1)
 		}
-	}()
-	wg.Wait()
+	})
+	err := g.wait()
 	m.stop()
-	p.client.Close()
-	p.server.Close()
-	if f.err != nil {
-		return streamResult{}, f.err
+	if err != nil {
+		return streamResult{}, err
 	}
 	if received == 0 {
+		if ctx.Err() != nil {
+			return streamResult{}, errInterrupted
+		}
 		return streamResult{}, errors.New("no message arrived")
 	}
 	secs := last.Sub(start).Seconds()
@@ -391,8 +406,6 @@ func percentile(sorted []time.Duration, pct float64) time.Duration {
 	return sorted[max(i, 0)]
 }
 
-func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
 // startMeter shows a demo phase's progress; rate turns the messages
 // counted since the last tick into the rate shown.
 func startMeter(cfg demoConfig, name string, rate func(n int64, d time.Duration) string) *meter {
@@ -403,13 +416,26 @@ func printTable(w io.Writer, r *demoResult) {
 	fmt.Fprintf(w, "netio demo: provider %s, %s mode, listener %s, one process\n\n", r.Provider, r.Mode, r.Address)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\tresult\tmeasured")
-	fmt.Fprintf(tw, "round trip\tmedian %.1f µs, p90 %.1f µs, p99 %.1f µs\t%d pings of %s in %.2f s\n",
-		r.RoundTrip.MedianMicros, r.RoundTrip.P90Micros, r.RoundTrip.P99Micros,
-		r.RoundTrip.Pings, sizeString(r.RoundTrip.MessageSize), r.RoundTrip.Seconds)
-	fmt.Fprintf(tw, "messages/s\t%.0f\t%d messages of %s in %.2f s\n",
-		r.MessageRate.MessagesPerSecond, r.MessageRate.Messages, sizeString(r.MessageRate.MessageSize), r.MessageRate.Seconds)
-	fmt.Fprintf(tw, "Gbit/s\t%.2f\t%d messages of %s in %.2f s\n",
-		r.Throughput.GbitPerSecond, r.Throughput.Messages, sizeString(r.Throughput.MessageSize), r.Throughput.Seconds)
+	notRun := "not run (interrupted)"
+	if rt := r.RoundTrip; rt.Pings > 0 {
+		fmt.Fprintf(tw, "round trip\tmedian %s, p90 %s, p99 %s\t%d pings of %s in %s\n",
+			durString(microsDur(rt.MedianMicros)), durString(microsDur(rt.P90Micros)), durString(microsDur(rt.P99Micros)),
+			rt.Pings, sizeString(rt.MessageSize), durString(seconds(rt.Seconds)))
+	} else {
+		fmt.Fprintf(tw, "round trip\t%s\t\n", notRun)
+	}
+	if mr := r.MessageRate; mr.Messages > 0 {
+		fmt.Fprintf(tw, "messages/s\t%.0f\t%d messages of %s in %s\n",
+			mr.MessagesPerSecond, mr.Messages, sizeString(mr.MessageSize), durString(seconds(mr.Seconds)))
+	} else {
+		fmt.Fprintf(tw, "messages/s\t%s\t\n", notRun)
+	}
+	if tp := r.Throughput; tp.Messages > 0 {
+		fmt.Fprintf(tw, "Gbit/s\t%.2f\t%d messages of %s in %s\n",
+			tp.GbitPerSecond, tp.Messages, sizeString(tp.MessageSize), durString(seconds(tp.Seconds)))
+	} else {
+		fmt.Fprintf(tw, "Gbit/s\t%s\t\n", notRun)
+	}
 	tw.Flush()
 }
 

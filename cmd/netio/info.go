@@ -16,8 +16,11 @@ const infoUsage = `usage: netio info [flags]
 
 Lists the libfabric providers on this machine that netio can use (reliable
 connected endpoints with send and receive), one line per provider and
-interface, the providers left out because they busy-poll, and the provider
-netio picks when none is named.
+interface, with what netio's tests say about each: tcp is tested, verbs is
+what netio is written for but is not tested here, sockets is known to hang
+and crash with netio, the others are untested. Also lists the providers
+left out because they busy-poll, and the provider netio picks when none is
+named.
 `
 
 // infoResult is what netio info prints; -json prints it as it is.
@@ -33,6 +36,51 @@ type infoResult struct {
 	Endpoints []endpointInfo `json:"endpoints"`
 	// Unusable are providers present but left out.
 	Unusable []unusableProvider `json:"unusable,omitempty"`
+	// Support says, for each provider listed, how far netio has been
+	// tested on it.
+	Support []providerSupport `json:"support"`
+}
+
+// providerSupport is what netio's testing says about a provider.
+type providerSupport struct {
+	Provider string `json:"provider"`
+	// Present says the provider is on this machine (verbs is listed
+	// either way).
+	Present bool `json:"present"`
+	// Status is "tested", "untested" or "broken".
+	Status string `json:"status"`
+	Note   string `json:"note"`
+}
+
+// supportOf is what netio's testing says about the providers it knows;
+// any other is untested.
+var supportOf = map[string]providerSupport{
+	"tcp": {Status: "tested", Note: "netio's tests and benchmarks run on it (libfabric 1.17)"},
+	"verbs": {Status: "untested", Note: "the provider netio is written for (InfiniBand, RoCE: registered memory, " +
+		"credit-based flow control), not tested here: no RDMA device on the test machines"},
+	"sockets": {Status: "broken", Note: "known to hang and crash with netio (netio demo timed out 2 runs of 3 and " +
+		"died of SIGSEGV once on libfabric 1.17): use tcp"},
+}
+
+// support returns what netio's testing says about provider.
+func support(provider string) providerSupport {
+	name, _, _ := strings.Cut(provider, ";")
+	s, ok := supportOf[name]
+	if !ok {
+		s = providerSupport{Status: "untested", Note: "netio has not been tested on it"}
+	}
+	s.Provider = provider
+	return s
+}
+
+// warnProvider warns on stderr about a provider netio is known to fail on.
+func warnProvider(stderr io.Writer, provider string) {
+	if provider == "" {
+		provider = os.Getenv("NETIO_PROVIDER")
+	}
+	if s := support(provider); provider != "" && s.Status == "broken" {
+		fmt.Fprintf(stderr, "netio: warning: provider %s is %s\n", provider, s.Note)
+	}
 }
 
 type defaultProvider struct {
@@ -122,6 +170,18 @@ func runInfo(provider string) (*infoResult, error) {
 			}
 		}
 	}
+	seen := map[string]bool{}
+	for _, e := range eps {
+		if !seen[e.Provider] {
+			seen[e.Provider] = true
+			s := support(e.Provider)
+			s.Present = true
+			res.Support = append(res.Support, s)
+		}
+	}
+	if !seen["verbs"] && (provider == "" || provider == "verbs") {
+		res.Support = append(res.Support, support("verbs"))
+	}
 	if provider == "" || provider == res.Default.Provider {
 		for _, e := range eps {
 			res.Default.Available = res.Default.Available || e.Provider == res.Default.Provider
@@ -168,16 +228,30 @@ func printInfo(w io.Writer, r *infoResult) {
 	}
 	fmt.Fprintf(w, "netio picks %s (%s), %s\n\n", r.Default.Provider, r.Default.From, avail)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "provider\tversion\tfabric\tdomain\taddress\tmr_mode\ttx/rx queue\tinject\tmax message")
+	fmt.Fprintln(tw, "provider\tnetio\tversion\tfabric\tdomain\taddress\tmr_mode\ttx/rx queue\tinject\tmax message")
 	for _, e := range r.Endpoints {
 		maxMsg := bytesString(int64(min(e.MaxMsgSize, 1<<62)))
 		if e.MaxMsgSize >= 1<<62 {
 			maxMsg = "unlimited"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", e.Provider, e.Version, e.Fabric, e.Domain, e.Address,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", e.Provider, support(e.Provider).Status, e.Version, e.Fabric, e.Domain, e.Address,
 			mrModeString(e.MRMode), e.TxSize, e.RxSize, bytesString(int64(e.InjectSize)), maxMsg)
 	}
 	tw.Flush()
+	if len(r.Support) > 0 {
+		fmt.Fprintln(w, "\nnetio on these providers:")
+		for _, s := range r.Support {
+			mark := ""
+			if s.Status == "broken" {
+				mark = "WARNING: "
+			}
+			name := s.Provider
+			if !s.Present {
+				name += " (not on this machine)"
+			}
+			fmt.Fprintf(w, "  %s: %s%s: %s\n", name, mark, s.Status, s.Note)
+		}
+	}
 	if len(r.Unusable) > 0 {
 		fmt.Fprintln(w, "\nleft out:")
 		for _, u := range r.Unusable {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -15,8 +17,8 @@ func TestInfo(t *testing.T) {
 	for _, re := range []string{
 		`^libfabric [0-9]+\.[0-9]+ \(netio built against API [0-9]+\.[0-9]+\)\n`,
 		`(?m)^netio picks tcp \((netio\.DefaultNetwork|\$NETIO_PROVIDER)\), available$`,
-		`(?m)^provider +version +fabric +domain +address`,
-		`(?m)^tcp +[0-9.]+ +127\.0\.0\.1/32 +lo +127\.0\.0\.1 `,
+		`(?m)^provider +netio +version +fabric +domain +address`,
+		`(?m)^tcp +tested +[0-9.]+ +127\.0\.0\.1/32 +lo +127\.0\.0\.1 `,
 	} {
 		if !regexp.MustCompile(re).MatchString(s) {
 			t.Errorf("no %q in:\n%s", re, s)
@@ -42,5 +44,62 @@ func TestInfoJSON(t *testing.T) {
 	}
 	if d := r.Default; d.Provider != "no-such-provider" || d.From != "$NETIO_PROVIDER" || d.Available {
 		t.Errorf("default %+v: want $NETIO_PROVIDER's unavailable provider", d)
+	}
+}
+
+// netio info says which providers netio has been tested on (tcp), which
+// it is written for (verbs, untested here), and warns about sockets, which
+// it lists as available but which hangs and crashes with netio.
+func TestInfoSupport(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"info"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	s := out.String()
+	res := []string{
+		`(?m)^  tcp: tested: `,
+		`(?m)^  verbs( \(not on this machine\))?: untested: the provider netio is written for`,
+	}
+	if regexp.MustCompile(`(?m)^sockets `).MatchString(s) {
+		res = append(res, `(?m)^sockets +broken `, `(?m)^  sockets: WARNING: broken: known to hang and crash with netio`)
+	}
+	for _, re := range res {
+		if !regexp.MustCompile(re).MatchString(s) {
+			t.Errorf("no %q in:\n%s", re, s)
+		}
+	}
+
+	out.Reset()
+	if code := run([]string{"info", "-json"}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	var r struct {
+		Support []map[string]any `json:"support"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]any{}
+	for _, p := range r.Support {
+		status[p["provider"].(string)] = p["status"]
+	}
+	if status["tcp"] != "tested" || status["verbs"] != "untested" {
+		t.Errorf("support %v: want tcp tested, verbs untested", r.Support)
+	}
+	if st, ok := status["sockets"]; ok && st != "broken" {
+		t.Errorf("sockets: %v, want broken", st)
+	}
+
+	// A run on sockets warns on stderr (not run here: sockets may crash
+	// the test's process).
+	var warn bytes.Buffer
+	warnProvider(&warn, "sockets")
+	if !strings.HasPrefix(warn.String(), "netio: warning: provider sockets is known to hang and crash with netio") {
+		t.Errorf("warning %q", warn.String())
+	}
+	warn.Reset()
+	warnProvider(&warn, "tcp")
+	if warn.Len() != 0 {
+		t.Errorf("warning for tcp: %q", warn.String())
 	}
 }

@@ -8,6 +8,7 @@
 //	netio pong -listen host:port [-provider name] [-count connections] [-json]
 //	netio ping -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
 //	netio info [-provider name] [-json]
+//	netio version [-json]
 //	netio help
 //
 // demo runs a listener and a client in one process over loopback and
@@ -21,7 +22,17 @@
 // clocks). With -mode ht on both sides they use netio's HighThroughput mode
 // (messages batched into pages) instead of the default low-latency one.
 // ping and pong measure round trips and print their distribution.
-// info lists the libfabric providers netio can use here.
+// info lists the libfabric providers netio can use here, and which of them
+// netio has been tested on; version prints the versions of netio, Go and
+// libfabric.
+//
+// Results (a table, or JSON with -json) go to stdout; progress, the
+// addresses connected to and errors go to stderr. The exit code is 0 for
+// success, 1 for a failed run, 2 for a command line that could not be
+// understood and 130 for a run that Ctrl-C (SIGINT) ended, which prints
+// what it measured up to then (143 for SIGTERM): every command stops at
+// once, takes at most a second to end in order with its peer, and a second
+// Ctrl-C exits at once.
 package main
 
 import (
@@ -31,11 +42,14 @@ import (
 )
 
 // Exit codes: 1 for a run that failed, 2 for a command line that could not
-// be understood, as the flag package and most Unix tools do.
+// be understood, as the flag package and most Unix tools do, and 128 plus
+// the signal's number for a run a signal ended, as a shell reports a
+// process that signal killed: 130 for Ctrl-C (SIGINT), 143 for SIGTERM.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitInterrupted = 130
 )
 
 const usage = `usage: netio <command> [flags]
@@ -47,10 +61,16 @@ commands:
           (both: -mode ht for netio's high-throughput mode)
   pong    listen and echo every message back
   ping    measure round trips to a pong: percentiles and histogram
-  info    list the libfabric providers here and the one netio picks
+  info    list the libfabric providers here, the one netio picks and
+          those netio is tested on
+  version print the versions of netio, Go and libfabric
   help    show this help
 
 Run 'netio <command> -h' for the flags of a command.
+
+Results go to stdout, progress and errors to stderr. Exit status: 0 done,
+1 failed, 2 bad command line, 130 interrupted by Ctrl-C (the summary of
+what was measured is printed; a second Ctrl-C exits at once).
 `
 
 func main() {
@@ -79,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return pingMain(rest, stdout, stderr)
 	case "info":
 		return infoMain(rest, stdout, stderr)
+	case "version", "-version", "--version":
+		return versionMain(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -12,22 +12,29 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/netio-go/netio"
 )
 
-// netio ping writes a message and waits for netio pong to echo it. pong
-// echoes every message, the empty one too: ping ends a run with an empty
-// message and closes once it has come back, and pong, having echoed it,
-// waits for that close. So neither exits while its last message may still
-// be in netio's buffers (netio's Close does not wait for them).
+// netio ping writes a message and waits for netio pong to echo it. It
+// first greets the peer with pingHello, which an echo server sends back and
+// netio recv answers with recvHello, so that a ping that reached the wrong
+// kind of peer says so at once. pong echoes every message, the empty one
+// too: ping ends a run with an empty message and closes once it has come
+// back, and pong, having echoed it, waits for that close. So neither exits
+// while its last message may still be in netio's buffers (netio's Close
+// does not wait for them).
 
 const pingUsage = `usage: netio ping -to host:port [flags]
 
 Measures round trips to a 'netio pong' (or any netio echo server): writes a
 message of -size bytes, waits for it to come back, and again, until -count
 round trips, -duration (10s when neither is given) or Ctrl-C. Prints min,
-median, p90, p99 and max in µs and a histogram. Percentiles are exact to
-within 1%.
+median, p90, p99 and max and a histogram. Percentiles are exact to within
+1%. A peer that does not echo (a 'netio recv', say) is found out before
+the first round trip, and the run fails. Exit status: 0 done, 1 failed,
+2 bad command line, 130 interrupted by Ctrl-C (after the summary).
 `
 
 // pingResult is what netio ping prints; -json prints it as it is.
@@ -85,29 +92,22 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := lim.check(fs); !ok {
 		return code
 	}
-	ctx, stop := interruptible()
+	warnProvider(stderr, *provider)
+	ctx, stop := interruptible(stderr, "ping")
 	defer stop()
-	progress, inPlace := outputs(stdout, stderr, *asJSON)
+	progress, inPlace := progressTo(stderr)
 	res, err := runPing(ctx, pingConfig{
 		provider: *provider, to: *to, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
-	if res != nil && res.Pings > 0 {
-		if *asJSON {
-			if err := printJSON(stdout, res); err != nil {
-				return failed(stderr, "ping", err)
-			}
-		} else {
-			printPing(stdout, res)
+	if res != nil && res.Pings == 0 {
+		// Nothing to summarize.
+		res = nil
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("no round trip completed")
 		}
 	}
-	if err != nil {
-		return failed(stderr, "ping", err)
-	}
-	if res.Pings == 0 {
-		return failed(stderr, "ping", errors.New("no round trip completed"))
-	}
-	return exitOK
+	return report(ctx, stdout, stderr, "ping", *asJSON, res, err, printPing)
 }
 
 func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
@@ -115,20 +115,31 @@ func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer closeConn(ctx, c)
 	fmt.Fprintf(cfg.info, "connected to %s from %s (provider %s)\n", c.RemoteAddr(), c.LocalAddr(), c.RemoteAddr().Network())
+	switch reply, err := greet(ctx, c, pingHello); {
+	case errors.Is(err, errNoAnswer) || errors.Is(err, errClosedSilent):
+		return nil, fmt.Errorf("%w: is it a netio pong (or another echo server)?", err)
+	case err != nil:
+		return nil, err
+	case bytes.Equal(reply, recvHello):
+		return nil, errors.New("the peer is a netio recv, which reads the stream of a netio send: netio ping needs a netio pong (or another echo server)")
+	case !bytes.Equal(reply, pingHello):
+		return nil, fmt.Errorf("the peer answered the greeting with a %d-byte message instead of echoing it: is it a netio pong?", len(reply))
+	}
 	res := &pingResult{
 		Provider:    c.RemoteAddr().Network(),
 		Local:       c.LocalAddr().String(),
 		Remote:      c.RemoteAddr().String(),
 		MessageSize: cfg.size,
 	}
-	unwatch := whenDone(ctx, func() { c.SetReadDeadline(time.Now()) })
+	// Ctrl-C ends a blocked Write or ReadMessage at once.
+	unwatch := whenDone(ctx, func() { c.SetDeadline(time.Now()) })
 	defer unwatch()
 
 	h := newHist()
 	m := startProgress(cfg.progress, cfg.inPlace, "round trip", func(n, _ int64, d time.Duration) string {
-		return fmt.Sprintf("%.1f µs per round trip", micros(d)/float64(n))
+		return durString(d/time.Duration(n)) + " per round trip"
 	})
 	ping := make([]byte, cfg.size)
 	pong := make([]byte, cfg.size)
@@ -152,7 +163,7 @@ func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
 		if now.Sub(guarded) > time.Second {
 			// A pong that stops answering fails the run instead of
 			// hanging it. Set before looking at ctx: Ctrl-C moves the
-			// read deadline to now.
+			// deadlines to now.
 			c.SetDeadline(now.Add(hangGuard))
 			guarded = now
 		}
@@ -165,13 +176,17 @@ func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
 		copy(ping, seq[:])
 		t := time.Now()
 		if _, err := c.Write(ping); err != nil {
-			runErr = fmt.Errorf("write: %w (after %d round trips)", err, h.n)
+			if ctx.Err() != nil {
+				res.Ended = "interrupted"
+			} else {
+				runErr = fmt.Errorf("write: %w (after %d round trips)", err, h.n)
+			}
 			break
 		}
 		n, err := c.ReadMessage(pong)
 		rtt := time.Since(t)
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+			if ctx.Err() != nil {
 				res.Ended = "interrupted"
 			} else {
 				runErr = fmt.Errorf("read: %w (after %d round trips)", err, h.n)
@@ -201,9 +216,12 @@ func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
 	}
 	// End the run: the empty message comes back once the pong has echoed
 	// everything before it (a ping cut short by Ctrl-C may still come
-	// first). Its results are in hand, so how this goes does not matter.
+	// first). Its results are in hand, so how this goes does not matter,
+	// and after Ctrl-C it is given a second at most.
 	unwatch()
-	c.SetDeadline(time.Now().Add(closeWait))
+	c.SetDeadline(endBy(ctx))
+	stop := whenDone(ctx, func() { c.SetDeadline(endBy(ctx)) })
+	defer stop()
 	if _, err := c.Write(nil); err == nil {
 		for {
 			n, err := readAny(c, &pong)
@@ -218,12 +236,13 @@ func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
 func printPing(w io.Writer, r *pingResult) {
 	fmt.Fprintf(w, "netio ping: provider %s, %s -> %s, %s messages\n\n", r.Provider, r.Local, r.Remote, sizeString(r.MessageSize))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "round trips\t%d in %.3f s (%s)\n", r.Pings, r.Seconds, r.Ended)
-	fmt.Fprintf(tw, "rtt (µs)\tmin %.1f, median %.1f, p90 %.1f, p99 %.1f, max %.1f\n",
-		r.MinMicros, r.MedianMicros, r.P90Micros, r.P99Micros, r.MaxMicros)
+	fmt.Fprintf(tw, "round trips\t%d in %s (%s)\n", r.Pings, durString(seconds(r.Seconds)), r.Ended)
+	fmt.Fprintf(tw, "rtt\tmin %s, median %s, p90 %s, p99 %s, max %s\n",
+		durString(microsDur(r.MinMicros)), durString(microsDur(r.MedianMicros)), durString(microsDur(r.P90Micros)),
+		durString(microsDur(r.P99Micros)), durString(microsDur(r.MaxMicros)))
 	tw.Flush()
 	fmt.Fprintln(w)
-	printHist(w, "round trip (µs)", r.Histogram, 40)
+	printHist(w, "round trip", r.Histogram, 40)
 }
 
 const pongUsage = `usage: netio pong -listen host:port [flags]
@@ -231,7 +250,9 @@ const pongUsage = `usage: netio pong -listen host:port [flags]
 Listens (port 0 picks a free port; the address is printed on stderr) and
 echoes every message of each connection back until its peer closes, for
 'netio ping' or any netio program. Serves -count connections at a time and
-then exits (0: until Ctrl-C), printing one line per connection.
+then exits (0: until Ctrl-C), printing one line per connection. Exit
+status: 0 done, 1 a connection failed, 2 bad command line, 130 interrupted
+by Ctrl-C.
 `
 
 // pongResult is what netio pong prints with -json.
@@ -246,7 +267,10 @@ type pongResult struct {
 
 // pongConn is one connection pong served.
 type pongConn struct {
-	Remote   string  `json:"remote"`
+	Remote string `json:"remote"`
+	// Peer names the kind of peer, from its greeting: "netio ping",
+	// "netio send", or "" for another program.
+	Peer     string  `json:"peer"`
 	Messages int64   `json:"messages"`
 	Seconds  float64 `json:"seconds"`
 	Ended    string  `json:"ended"`
@@ -275,25 +299,22 @@ func pongMain(args []string, stdout, stderr io.Writer) int {
 	if *count < 0 {
 		return usageError(fs, "-count must not be negative")
 	}
-	ctx, stop := interruptible()
+	warnProvider(stderr, *provider)
+	ctx, stop := interruptible(stderr, "pong")
 	defer stop()
 	cfg := pongConfig{provider: *provider, listen: *listen, count: *count, info: stderr}
 	if !*asJSON {
 		cfg.line = stdout
 	}
 	res, err := runPong(ctx, cfg)
-	if res != nil && *asJSON {
-		if err := printJSON(stdout, res); err != nil {
-			return failed(stderr, "pong", err)
-		}
+	if !*asJSON {
+		res = nil // the lines were the output
 	}
-	if err != nil {
-		return failed(stderr, "pong", err)
-	}
-	return exitOK
+	return report(ctx, stdout, stderr, "pong", *asJSON, res, err, nil)
 }
 
-// runPong serves cfg.count connections, each in a goroutine of its own.
+// runPong serves cfg.count connections, each in a goroutine of its own; its
+// error is the first connection's that failed.
 func runPong(ctx context.Context, cfg pongConfig) (*pongResult, error) {
 	ln, err := netio.Listen(cfg.provider, cfg.listen)
 	if err != nil {
@@ -303,29 +324,27 @@ func runPong(ctx context.Context, cfg pongConfig) (*pongResult, error) {
 	res := &pongResult{Provider: ln.Addr().Network(), Address: ln.Addr().String()}
 	fmt.Fprintf(cfg.info, "listening on %s (provider %s)\n", ln.Addr(), ln.Addr().Network())
 
-	var mu sync.Mutex // guards active, interrupted, res.Connections, firstErr and cfg.line
+	var mu sync.Mutex // guards active, interrupted, res.Connections and cfg.line
 	active := map[*netio.Conn]bool{}
 	interrupted := false
-	var firstErr error
 	unwatch := whenDone(ctx, func() {
 		ln.Close()
 		mu.Lock()
 		defer mu.Unlock()
 		interrupted = true
 		for c := range active {
-			c.SetReadDeadline(time.Now())
+			c.SetDeadline(time.Now())
 		}
 	})
 	defer unwatch()
 
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	var acceptErr error
 	for served := 0; cfg.count == 0 || served < cfg.count; served++ {
 		c, err := ln.AcceptConn()
 		if err != nil {
 			if ctx.Err() == nil {
-				mu.Lock()
-				firstErr = fmt.Errorf("accept: %w", err)
-				mu.Unlock()
+				acceptErr = fmt.Errorf("accept: %w", err)
 			}
 			break
 		}
@@ -333,36 +352,45 @@ func runPong(ctx context.Context, cfg pongConfig) (*pongResult, error) {
 		mu.Lock()
 		active[c] = true
 		if interrupted {
-			c.SetReadDeadline(time.Now())
+			c.SetDeadline(time.Now())
 		}
 		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			pc := echo(ctx, c)
-			c.Close()
+			closeConn(ctx, c)
 			mu.Lock()
 			defer mu.Unlock()
 			delete(active, c)
 			res.Connections = append(res.Connections, pc)
-			if pc.Error != "" && firstErr == nil {
-				firstErr = fmt.Errorf("%s: %s", pc.Remote, pc.Error)
-			}
 			if cfg.line != nil {
-				fmt.Fprintf(cfg.line, "%s: echoed %d messages in %.3f s, %s\n", pc.Remote, pc.Messages, pc.Seconds, pc.Ended)
+				line := fmt.Sprintf("%s: echoed %d messages in %s, %s", pc.Remote, pc.Messages, durString(seconds(pc.Seconds)), pc.Ended)
+				if pc.Peer == "netio send" {
+					line += " (it was a netio send, which streams to a netio recv)"
+				}
+				fmt.Fprintln(cfg.line, line)
 			}
-		}()
+			if pc.Error != "" {
+				return fmt.Errorf("%s: %s", pc.Remote, pc.Error)
+			}
+			return nil
+		})
 	}
 	ln.Close() // served enough: refuse the next ones
-	wg.Wait()
-	return res, firstErr
+	err = g.Wait()
+	if acceptErr != nil {
+		err = acceptErr
+	}
+	return res, err
 }
 
-// echo writes every message of c back until the peer closes.
+// echo writes every message of c back until the peer closes. A first
+// message that is a netio ping's or send's greeting is echoed too, but not
+// counted.
 func echo(ctx context.Context, c *netio.Conn) pongConn {
 	pc := pongConn{Remote: c.RemoteAddr().String()}
 	start := time.Now()
 	buf := make([]byte, 64<<10)
+	first := true
 	ending := false // the empty message was echoed: the peer is done
 	for {
 		n, err := readAny(c, &buf)
@@ -382,16 +410,31 @@ func echo(ctx context.Context, c *netio.Conn) pongConn {
 			break
 		}
 		if _, err := c.Write(buf[:n]); err != nil {
-			pc.Ended = "the peer ended the run"
-			if !ending {
+			switch {
+			case ending:
+				pc.Ended = "the peer ended the run"
+			case ctx.Err() != nil:
+				pc.Ended = "interrupted"
+			default:
 				pc.Ended = "failed"
 				pc.Error = fmt.Sprintf("write: %v (after %d messages)", oneLine(err.Error()), pc.Messages)
 			}
 			break
 		}
+		if first {
+			first = false
+			switch {
+			case bytes.Equal(buf[:n], pingHello):
+				pc.Peer = "netio ping"
+				continue
+			case bytes.Equal(buf[:n], sendHello):
+				pc.Peer = "netio send"
+				continue
+			}
+		}
 		if n == 0 {
 			ending = true
-			c.SetReadDeadline(time.Now().Add(closeWait))
+			c.SetReadDeadline(endBy(ctx))
 			continue
 		}
 		pc.Messages++

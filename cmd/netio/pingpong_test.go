@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPingPong(t *testing.T) {
@@ -13,24 +14,24 @@ func TestPingPong(t *testing.T) {
 	pong.mustExit(t, exitOK)
 
 	out := ping.stdout.String()
-	if n := field(t, out, `(?m)^round trips +([0-9]+) in [0-9.]+ s \(count reached\)`); n != 2000 {
+	if n := field(t, out, `(?m)^round trips +([0-9]+) in `+durRE+` \(count reached\)`); n != 2000 {
 		t.Errorf("%v round trips, want 2000:\n%s", n, out)
 	}
-	m := regexp.MustCompile(`(?m)^rtt \(µs\) +min ([0-9.]+), median ([0-9.]+), p90 ([0-9.]+), p99 ([0-9.]+), max ([0-9.]+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^rtt +min (` + durRE + `), median (` + durRE + `), p90 (` + durRE + `), p99 (` + durRE + `), max (` + durRE + `)$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no percentiles in:\n%s", out)
 	}
-	prev := 0.0
+	prev := time.Duration(0)
 	for _, s := range m[1:] {
-		v := field(t, s, `(.*)`)
+		v := parseDur(t, s)
 		if v <= 0 || v < prev {
 			t.Errorf("min, median, p90, p99, max %v: want positive and ordered", m[1:])
 		}
 		prev = v
 	}
 	// The histogram's counts add up to the round trips.
-	rows := regexp.MustCompile(`(?m)^ +([0-9]+) - ([0-9]+) +([0-9]+)  (#*)$`).FindAllStringSubmatch(out, -1)
-	if len(rows) == 0 || !strings.Contains(out, "\n  round trip (µs)        count\n") {
+	rows := regexp.MustCompile(`(?m)^ +(0|`+durRE+`) - (`+durRE+`) +([0-9]+)  (#*)$`).FindAllStringSubmatch(out, -1)
+	if len(rows) == 0 || !strings.Contains(out, "\n  round trip               count\n") {
 		t.Fatalf("no histogram in:\n%s", out)
 	}
 	total := 0.0
@@ -45,7 +46,7 @@ func TestPingPong(t *testing.T) {
 		t.Errorf("histogram counts %v round trips:\n%s", total, out)
 	}
 
-	if n := field(t, pong.stdout.String(), `(?m)^127\.0\.0\.1:[0-9]+: echoed ([0-9]+) messages in [0-9.]+ s, the peer (closed|ended the run)$`); n != 2000 {
+	if n := field(t, pong.stdout.String(), `(?m)^127\.0\.0\.1:[0-9]+: echoed ([0-9]+) messages in `+durRE+`, the peer (closed|ended the run)$`); n != 2000 {
 		t.Errorf("pong echoed %v messages:\n%s", n, pong.stdout)
 	}
 }
@@ -88,7 +89,7 @@ func TestPingPongJSON(t *testing.T) {
 	}
 	total := pr.Connections[0].Messages + pr.Connections[1].Messages
 	for _, c := range pr.Connections {
-		if c.Error != "" || !strings.HasPrefix(c.Ended, "the peer") {
+		if c.Error != "" || !strings.HasPrefix(c.Ended, "the peer") || c.Peer != "netio ping" {
 			t.Errorf("pong connection %+v", c)
 		}
 	}

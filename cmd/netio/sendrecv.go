@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -20,34 +21,73 @@ import (
 // netio send and netio recv speak a small protocol on top of netio's
 // messages:
 //
+//   - The sender greets the receiver with sendHello; the receiver answers
+//     with recvHello, before any data. So a sender that reached a netio
+//     pong (which echoes the greeting) or another program (which does not
+//     answer) says so and fails instead of streaming into the void. netio
+//     ping greets with pingHello, which recv answers the same way and then
+//     refuses. A plain netio program that sends no greeting is read all
+//     the same.
 //   - Data messages go from the sender to the receiver. One of 16 bytes or
 //     more starts with the time the sender wrote it (time.Now().UnixNano(),
 //     little endian) and its sequence number from 0, for one-way latency
 //     and to catch a lost or reordered message.
-//   - An empty message from the sender ends the stream. The receiver echoes
-//     it back once it has read everything before it, and closes when the
-//     sender does.
-//   - A non-empty message from the receiver asks the sender to stop: the
-//     receiver has its -count, its -duration is up or it was interrupted.
-//     The sender then ends the stream as above; the receiver drops what
-//     was still in flight.
+//   - An empty message from the sender ends the stream. The receiver
+//     answers it, once it has read everything before it, with an
+//     acknowledgment carrying how many messages it counted and how many it
+//     read in all (endAck), and closes when the sender does. The sender
+//     compares them with how many it wrote: "confirmed" means the receiver
+//     counted every one.
+//   - stopRequest from the receiver asks the sender to stop: the receiver
+//     has its -count, its -duration is up or it was interrupted. The
+//     sender then ends the stream as above; the receiver reads but does
+//     not count what was still in flight, and its acknowledgment says so.
 //
-// The echo is there so that the sender knows, and says, that the receiver
-// read everything: the sender exits only once the receiver has confirmed
-// it, and each side waits for the other to close before exiting. A peer
-// that simply closes, as any netio program may, ends a run too.
+// Each side waits for the other to close before exiting, so that its last
+// message is not lost in netio's buffers. A peer that simply closes, as
+// any netio program may, ends a run too.
 //
 // Both sides use the same -mode. In HighThroughput mode every control
-// message (the end of the stream, its echo, a stop request) is followed by
-// Flush, so that it goes out at once instead of waiting for its page to
-// fill or for the writer's pause to be noticed.
+// message (a greeting, the end of the stream, its acknowledgment, a stop
+// request) is followed by Flush, so that it goes out at once instead of
+// waiting for its page to fill or for the writer's pause to be noticed.
 
 // stampSize is the smallest message that carries a send time and a
 // sequence number.
 const stampSize = 16
 
-// stopRequest is what the receiver sends to ask the sender to stop.
-var stopRequest = []byte("stop")
+// The protocol's greetings and control messages. None of them is a
+// message netio send writes as data: zeros, or a send time and a sequence
+// number.
+var (
+	sendHello   = []byte("netio send/2\n")
+	pingHello   = []byte("netio ping/2\n")
+	recvHello   = []byte("netio recv/2\n")
+	stopRequest = []byte("netio recv/2 stop\n")
+)
+
+// endAckTag starts the receiver's acknowledgment of the end of the stream,
+// followed by the messages it counted and those it read in all, two
+// little-endian uint64s.
+const endAckTag = "netio recv/2 end\n"
+
+// endAck is the acknowledgment of the end of a stream.
+func endAck(counted, read int64) []byte {
+	b := append([]byte(endAckTag), make([]byte, 16)...)
+	binary.LittleEndian.PutUint64(b[len(endAckTag):], uint64(counted))
+	binary.LittleEndian.PutUint64(b[len(endAckTag)+8:], uint64(read))
+	return b
+}
+
+// parseEndAck reads an acknowledgment; ok is false for any other message.
+func parseEndAck(b []byte) (counted, read int64, ok bool) {
+	if len(b) != len(endAckTag)+16 || string(b[:len(endAckTag)]) != endAckTag {
+		return 0, 0, false
+	}
+	counted = int64(binary.LittleEndian.Uint64(b[len(endAckTag):]))
+	read = int64(binary.LittleEndian.Uint64(b[len(endAckTag)+8:]))
+	return counted, read, true
+}
 
 // plausibleSkew bounds how far a send time may be from the receiver's
 // clock for the messages to be taken as timestamped by netio send.
@@ -56,11 +96,17 @@ const plausibleSkew = time.Hour
 const sendUsage = `usage: netio send -to host:port [flags]
 
 Connects to a 'netio recv' and writes messages of -size bytes as fast as
-Write allows, showing the rate it writes at, until -count messages are
-written or -duration is up (10s when neither is given), Ctrl-C, or the
-receiver asks it to stop. It then waits for the receiver to confirm it read
-every message, and prints a summary. Messages of 16 bytes or more carry
-their send time, from which the receiver measures one-way latency.
+Write allows, showing the rate it writes at on stderr, until -count
+messages are written or -duration is up (10s when neither is given),
+Ctrl-C, or the receiver asks it to stop. It then ends the stream, waits for
+the receiver to acknowledge it with the number of messages it read, and
+prints a summary: "confirmed" when the receiver counted every message
+sent. Messages of 16 bytes or more carry their send time, from which the
+receiver measures one-way latency.
+
+A peer that is not a 'netio recv' (a 'netio pong', say) is found out
+before any data is sent, and the run fails. Exit status: 0 done, 1 failed,
+2 bad command line, 130 interrupted by Ctrl-C (after the summary).
 
 -mode ht sends in netio's HighThroughput mode: each Write copies the
 message into a 1 MiB page, and pages go out when full or when the writer
@@ -82,17 +128,20 @@ type sendResult struct {
 	Remote string `json:"remote"`
 	// MessageSize is the size of each message, in bytes.
 	MessageSize int `json:"message_size"`
-	// Messages and Bytes count what Write took: the receiver's summary
-	// says what arrived.
+	// Messages and Bytes count what Write took: ReceiverCounted says what
+	// the receiver counted.
 	Messages int64 `json:"messages"`
 	Bytes    int64 `json:"bytes"`
-	// Seconds is the time from connecting to the last Write returning.
+	// Seconds is the time from the first Write to the last one returning.
 	Seconds           float64 `json:"seconds"`
 	MessagesPerSecond float64 `json:"messages_per_second"`
 	GbitPerSecond     float64 `json:"gbit_per_second"`
-	// Pages counts the libfabric messages that carried data: pages in
-	// HighThroughput mode, message fragments in LowLatency mode.
-	Pages uint64 `json:"pages"`
+	// Pages counts the pages sent (HighThroughput mode only).
+	Pages *uint64 `json:"pages,omitempty"`
+	// Fragments counts the libfabric messages sent (LowLatency mode only):
+	// one per message, more for a message larger than the peer's receive
+	// buffers.
+	Fragments *uint64 `json:"fragments,omitempty"`
 	// Flushes counts the pages sent (HighThroughput mode) by what sent
 	// them; null in LowLatency mode.
 	Flushes *flushCounts `json:"flushes"`
@@ -100,8 +149,14 @@ type sendResult struct {
 	Timestamped bool `json:"timestamped"`
 	// Ended says why sending stopped.
 	Ended string `json:"ended"`
-	// Confirmed says the receiver echoed the end of the stream: it read
-	// every message.
+	// ReceiverCounted and ReceiverRead are what the receiver acknowledged
+	// at the end of the stream: the messages it counted, and those it read
+	// in all (more when it stopped first and dropped the rest); null
+	// without an acknowledgment.
+	ReceiverCounted *int64 `json:"receiver_counted"`
+	ReceiverRead    *int64 `json:"receiver_read"`
+	// Confirmed says the receiver acknowledged every message: it counted
+	// as many as were written.
 	Confirmed bool `json:"confirmed"`
 }
 
@@ -137,14 +192,15 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := lim.check(fs); !ok {
 		return code
 	}
-	ctx, stop := interruptible()
+	warnProvider(stderr, *provider)
+	ctx, stop := interruptible(stderr, "send")
 	defer stop()
-	progress, inPlace := outputs(stdout, stderr, *asJSON)
+	progress, inPlace := progressTo(stderr)
 	res, err := runSend(ctx, sendConfig{
 		provider: *provider, to: *to, mode: *mode, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
-	return report(stdout, stderr, "send", *asJSON, res, err, printSend)
+	return report(ctx, stdout, stderr, "send", *asJSON, res, err, printSend)
 }
 
 // dial connects, giving up on Ctrl-C and after connectTimeout.
@@ -153,9 +209,41 @@ func dial(ctx context.Context, provider, to string, opts ...netio.Option) (*neti
 	defer cancel()
 	c, err := netio.DialContext(dctx, provider, to, opts...)
 	if err != nil && ctx.Err() != nil {
-		return nil, errors.New("interrupted while connecting")
+		return nil, fmt.Errorf("%w while connecting", errInterrupted)
 	}
 	return c, err
+}
+
+// Why greet got no answer.
+var (
+	errNoAnswer     = fmt.Errorf("the peer did not answer the greeting within %v", helloWait)
+	errClosedSilent = errors.New("the peer closed the connection without answering the greeting")
+)
+
+// greet writes hello and returns the peer's answer, waiting at most
+// helloWait for it; Ctrl-C gives up.
+func greet(ctx context.Context, c *netio.Conn, hello []byte) ([]byte, error) {
+	c.SetDeadline(time.Now().Add(helloWait))
+	defer c.SetDeadline(time.Time{})
+	stop := whenDone(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	buf := make([]byte, 64)
+	err := writeNow(c, hello)
+	n := 0
+	if err == nil {
+		n, err = readAny(c, &buf)
+	}
+	switch {
+	case err == nil:
+		return buf[:n], nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w while waiting for the peer to answer the greeting", errInterrupted)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, errNoAnswer
+	case errors.Is(err, io.EOF):
+		return nil, errClosedSilent
+	}
+	return nil, err
 }
 
 func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
@@ -163,7 +251,18 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer closeConn(ctx, c)
 	fmt.Fprintf(cfg.info, "connected to %s from %s (provider %s, %s)\n", c.RemoteAddr(), c.LocalAddr(), c.RemoteAddr().Network(), netio.Mode(cfg.mode))
+	switch reply, err := greet(ctx, c, sendHello); {
+	case errors.Is(err, errNoAnswer) || errors.Is(err, errClosedSilent):
+		return nil, fmt.Errorf("%w: is it a netio recv?", err)
+	case err != nil:
+		return nil, err
+	case bytes.Equal(reply, sendHello):
+		return nil, errors.New("the peer echoed the greeting: it is a netio pong or another echo server, and netio send streams to a netio recv")
+	case !bytes.Equal(reply, recvHello):
+		return nil, fmt.Errorf("the peer answered the greeting with a %d-byte message that netio recv does not send: is it a netio recv?", len(reply))
+	}
 	res := &sendResult{
 		Provider:    c.RemoteAddr().Network(),
 		Mode:        netio.Mode(cfg.mode).String(),
@@ -172,31 +271,59 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 		MessageSize: cfg.size,
 		Timestamped: cfg.size >= stampSize,
 	}
+	defer func() {
+		st := c.Stats()
+		if cfg.mode.ht() {
+			res.Pages = &st.PagesSent
+			res.Flushes = &flushCounts{Full: st.FlushesFull, Paused: st.FlushesIdle, Explicit: st.FlushesExplicit, Timer: st.FlushesTimer}
+		} else {
+			res.Fragments = &st.PagesSent
+		}
+	}()
+	return res, sendStream(ctx, c, cfg, res)
+}
 
-	// The receiver talks back only to ask for a stop and to echo the end
-	// of the stream.
-	var stopAsked atomic.Bool
-	echoed := make(chan error, 1) // nil: the echo came; otherwise why it will not
+// ackResult is what the sender's reader got in the end: the receiver's
+// acknowledgment, or why there is none.
+type ackResult struct {
+	counted, read int64
+	err           error
+}
+
+// sendStream writes the stream, ends it and checks the receiver's
+// acknowledgment, filling res.
+func sendStream(ctx context.Context, c *netio.Conn, cfg sendConfig, res *sendResult) error {
+	// The receiver talks back only to ask for a stop and to acknowledge
+	// the end of the stream.
+	var stopAsked, readerDone atomic.Bool
+	acked := make(chan ackResult, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer readerDone.Store(true)
 		buf := make([]byte, 64)
 		for {
 			n, err := readAny(c, &buf)
-			if err == nil && n == 0 {
-				echoed <- nil
+			if err != nil {
+				acked <- ackResult{err: err}
 				return
 			}
-			if err != nil {
-				echoed <- err
+			if counted, read, ok := parseEndAck(buf[:n]); ok {
+				acked <- ackResult{counted: counted, read: read}
+				return
+			}
+			if !bytes.Equal(buf[:n], stopRequest) {
+				acked <- ackResult{err: fmt.Errorf("the receiver sent a %d-byte message that netio recv does not send", n)}
 				return
 			}
 			stopAsked.Store(true)
 		}
 	}()
-	defer wg.Wait()
-	defer c.Close() // ends the reader (deferred calls run in reverse)
+	defer func() {
+		c.SetReadDeadline(time.Now()) // ends the reader if it is still reading
+		wg.Wait()
+	}()
 
 	msg := make([]byte, cfg.size)
 	m := startProgress(cfg.progress, cfg.inPlace, "send", streamRate)
@@ -205,8 +332,10 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 	if cfg.lim.duration > 0 {
 		end = start.Add(cfg.lim.duration)
 	}
-	// A receiver that stops reading fails the run instead of hanging it.
+	// A receiver that stops reading fails the run instead of hanging it,
+	// and Ctrl-C ends a Write blocked on it at once.
 	unguard := guardProgress(c, func() int64 { return m.n.Load() }, hangGuard)
+	unwatch := whenDone(ctx, func() { c.SetWriteDeadline(time.Now()) })
 	var n int64
 	var werr error
 	for {
@@ -221,6 +350,10 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 		}
 		if stopAsked.Load() {
 			res.Ended = "the receiver asked to stop"
+			break
+		}
+		if readerDone.Load() {
+			res.Ended = "the receiver ended the run"
 			break
 		}
 		if ctx.Err() != nil {
@@ -239,39 +372,46 @@ func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
 		m.addMessage(len(msg))
 	}
 	elapsed := time.Since(start)
+	unwatch()
 	unguard()
 	m.stop()
-	defer func() {
-		st := c.Stats()
-		res.Pages = st.PagesSent
-		if cfg.mode.ht() {
-			res.Flushes = &flushCounts{Full: st.FlushesFull, Paused: st.FlushesIdle, Explicit: st.FlushesExplicit, Timer: st.FlushesTimer}
-		}
-	}()
 	res.Messages, res.Bytes = n, n*int64(cfg.size)
 	res.Seconds = elapsed.Seconds()
 	res.MessagesPerSecond = perSecond(n, elapsed)
 	res.GbitPerSecond = gbit(res.Bytes, elapsed)
-	if werr != nil {
+	switch {
+	case werr != nil && ctx.Err() != nil:
+		res.Ended = "interrupted" // Ctrl-C ended a blocked Write
+	case werr != nil:
 		res.Ended = "write failed"
-		return res, fmt.Errorf("write: %w (after %d messages)", werr, n)
+		return fmt.Errorf("write: %w (after %d messages)", werr, n)
 	}
 
-	// End the stream and wait for the receiver to confirm it has read it.
-	c.SetWriteDeadline(time.Now().Add(closeWait))
-	if err := writeNow(c, nil); err != nil {
-		return res, fmt.Errorf("ending the stream: %w", err)
+	// End the stream and wait for the receiver's acknowledgment.
+	c.SetDeadline(endBy(ctx))
+	stop := whenDone(ctx, func() { c.SetDeadline(endBy(ctx)) })
+	defer stop()
+	if !readerDone.Load() {
+		if err := writeNow(c, nil); err != nil {
+			return fmt.Errorf("ending the stream: %w", err)
+		}
 	}
-	c.SetReadDeadline(time.Now().Add(closeWait))
-	switch err := <-echoed; {
-	case err == nil:
-		res.Confirmed = true
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return res, fmt.Errorf("the receiver did not confirm the end of the stream within %v", closeWait)
+	a := <-acked
+	switch {
+	case a.err == nil:
+	case errors.Is(a.err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("the receiver did not acknowledge the end of the stream within %v", endWait(ctx))
+	case errors.Is(a.err, io.EOF):
+		return errors.New("the receiver closed without acknowledging the end of the stream: it may not have read every message")
 	default:
-		return res, fmt.Errorf("the receiver closed without confirming the end of the stream (%v): it may not have read every message", err)
+		return a.err
 	}
-	return res, nil
+	res.ReceiverCounted, res.ReceiverRead = &a.counted, &a.read
+	res.Confirmed = a.counted == n
+	if a.read != n {
+		return fmt.Errorf("the receiver read %d of the %d messages written", a.read, n)
+	}
+	return nil
 }
 
 // guardProgress ends a Write that has made no progress for limit, by
@@ -330,30 +470,44 @@ func writeNow(c *netio.Conn, msg []byte) error {
 func printSend(w io.Writer, r *sendResult) {
 	fmt.Fprintf(w, "netio send: provider %s, %s mode, %s -> %s\n\n", r.Provider, r.Mode, r.Local, r.Remote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "sent\t%d messages of %s (%s) in %.3f s\n", r.Messages, sizeString(r.MessageSize), bytesString(r.Bytes), r.Seconds)
+	fmt.Fprintf(tw, "sent\t%d messages of %s (%s) in %s\n", r.Messages, sizeString(r.MessageSize), bytesString(r.Bytes), durString(seconds(r.Seconds)))
 	fmt.Fprintf(tw, "rate\t%.0f msg/s, %.3f Gbit/s (as written; the receiver reports what arrived)\n", r.MessagesPerSecond, r.GbitPerSecond)
-	if r.Mode == netio.HighThroughput.String() {
-		fmt.Fprintf(tw, "pages\t%d sent, %s", r.Pages, perPage(r.Messages, r.Pages))
+	if r.Pages != nil {
+		fmt.Fprintf(tw, "pages\t%d sent, %s", *r.Pages, perPage(r.Messages, *r.Pages))
 		if f := r.Flushes; f != nil {
 			fmt.Fprintf(tw, "; sent when full %d, writer paused %d, Flush %d, timer %d", f.Full, f.Paused, f.Explicit, f.Timer)
 		}
 		fmt.Fprintln(tw)
 	}
-	confirmed := "the receiver confirmed the end of the stream"
-	if !r.Confirmed {
-		confirmed = "not confirmed by the receiver"
-	}
-	fmt.Fprintf(tw, "ended\t%s; %s\n", r.Ended, confirmed)
+	fmt.Fprintf(tw, "ended\t%s\n", r.Ended)
+	fmt.Fprintf(tw, "receiver\t%s\n", receiverLine(r))
 	tw.Flush()
+}
+
+// receiverLine says what the receiver acknowledged.
+func receiverLine(r *sendResult) string {
+	switch {
+	case r.ReceiverCounted == nil:
+		return "no acknowledgment: not confirmed that the receiver read the messages"
+	case r.Confirmed:
+		return fmt.Sprintf("confirmed: it counted all %d messages", r.Messages)
+	case *r.ReceiverRead == r.Messages:
+		return fmt.Sprintf("counted %d of the %d messages: it stopped first and dropped the other %d", *r.ReceiverCounted, r.Messages, r.Messages-*r.ReceiverCounted)
+	}
+	return fmt.Sprintf("counted %d and read %d of the %d messages written: not confirmed", *r.ReceiverCounted, *r.ReceiverRead, r.Messages)
 }
 
 const recvUsage = `usage: netio recv -listen host:port [flags]
 
 Listens (port 0 picks a free port; the address is printed on stderr),
 accepts one sender ('netio send' or any netio program), and reads its
-messages, showing messages/s and Gbit/s of payload as they arrive. It stops
-when the sender ends the stream or closes, after -count messages, after
--duration from the sender connecting, or on Ctrl-C, and prints a summary.
+messages, showing messages/s and Gbit/s of payload on stderr as they
+arrive. It stops when the sender ends the stream or closes, after -count
+messages, after -duration from the sender connecting, or on Ctrl-C, and
+prints a summary. It acknowledges the end of the stream to 'netio send'
+with the number of messages it read; what arrives after it stopped first
+is read but not counted. Exit status: 0 done, 1 failed, 2 bad command
+line, 130 interrupted by Ctrl-C (after the summary).
 
 -mode ht receives netio's HighThroughput mode, in which the sender batches
 messages into 1 MiB pages; 'netio send' must use the same -mode. The
@@ -378,16 +532,24 @@ type recvResult struct {
 	// Local and Remote are the connection's addresses.
 	Local  string `json:"local"`
 	Remote string `json:"remote"`
-	// Messages and Bytes count what was read (payload only).
+	// Messages and Bytes count what was read (payload only) until the
+	// receiver stopped.
 	Messages int64 `json:"messages"`
 	Bytes    int64 `json:"bytes"`
+	// Dropped counts the messages that were still in flight when the
+	// receiver stopped first: read, not counted.
+	Dropped int64 `json:"dropped"`
 	// Seconds is the time from the sender connecting to the last message.
 	Seconds           float64 `json:"seconds"`
 	MessagesPerSecond float64 `json:"messages_per_second"`
 	GbitPerSecond     float64 `json:"gbit_per_second"`
-	// Pages counts the libfabric messages that carried data: pages in
-	// HighThroughput mode, message fragments in LowLatency mode.
-	Pages uint64 `json:"pages"`
+	// Pages counts the pages received until the receiver stopped
+	// (HighThroughput mode only).
+	Pages *uint64 `json:"pages,omitempty"`
+	// Fragments counts the libfabric messages received until the
+	// receiver stopped (LowLatency mode only): one per message, more for a
+	// message larger than a receive buffer.
+	Fragments *uint64 `json:"fragments,omitempty"`
 	// Latency is the one-way latency, or null when the messages carried no
 	// send time.
 	Latency *oneWayResult `json:"latency"`
@@ -433,14 +595,15 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := lim.check(fs); !ok {
 		return code
 	}
-	ctx, stop := interruptible()
+	warnProvider(stderr, *provider)
+	ctx, stop := interruptible(stderr, "recv")
 	defer stop()
-	progress, inPlace := outputs(stdout, stderr, *asJSON)
+	progress, inPlace := progressTo(stderr)
 	res, err := runRecv(ctx, recvConfig{
 		provider: *provider, listen: *listen, mode: *mode, lim: lim,
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
-	return report(stdout, stderr, "recv", *asJSON, res, err, printRecv)
+	return report(ctx, stdout, stderr, "recv", *asJSON, res, err, printRecv)
 }
 
 // acceptOne listens on cfg.listen, says where on info, and accepts one
@@ -456,17 +619,20 @@ func acceptOne(ctx context.Context, provider, listen string, info io.Writer, opt
 	c, err := ln.AcceptConn()
 	stop()
 	if err != nil && ctx.Err() != nil {
-		return nil, errors.New("interrupted before a peer connected")
+		return nil, fmt.Errorf("%w before a peer connected", errInterrupted)
 	}
 	return c, err
 }
+
+// errPeerIsPing is recv's error for a netio ping.
+var errPeerIsPing = errors.New("the peer is a netio ping, which needs a netio pong: netio recv reads the stream of a netio send")
 
 func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, cfg.mode.options()...)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer closeConn(ctx, c)
 	start := time.Now()
 	fmt.Fprintf(cfg.info, "sender %s connected (%s)\n", c.RemoteAddr(), netio.Mode(cfg.mode))
 	res := &recvResult{
@@ -486,7 +652,8 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 	m := startProgress(cfg.progress, cfg.inPlace, "recv", streamRate)
 	buf := make([]byte, 64<<10)
 	lat := newHist()
-	stamped := false // decided by the first message
+	first := true    // the next message is the first: maybe a greeting
+	stamped := false // decided by the first data message
 	var last time.Time
 	var runErr error
 	endOfStream, peerClosed := false, false
@@ -512,6 +679,23 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 			}
 			break
 		}
+		if first {
+			first = false
+			if hello := buf[:n]; bytes.Equal(hello, sendHello) || bytes.Equal(hello, pingHello) {
+				if err := writeNow(c, recvHello); err != nil {
+					res.Ended = "read failed"
+					runErr = fmt.Errorf("answering the greeting: %w", err)
+					break
+				}
+				if bytes.Equal(hello, pingHello) {
+					m.stop()
+					unwatch()
+					waitClose(ctx, c, buf) // until the ping has the answer
+					return nil, errPeerIsPing
+				}
+				continue
+			}
+		}
 		if n == 0 {
 			res.Ended = "the sender ended the stream"
 			endOfStream = true
@@ -535,7 +719,6 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 		m.addMessage(n)
 	}
 	m.stop()
-	res.Pages = c.Stats().PagesReceived
 	if res.Messages > 0 {
 		d := last.Sub(start)
 		res.Seconds = d.Seconds()
@@ -552,38 +735,56 @@ func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
 			Clocks:       clocksNote(c.LocalAddr(), c.RemoteAddr()),
 		}
 	}
+	// Pages up to here: ending may add the peer's close.
+	st := c.Stats()
+	if cfg.mode.ht() {
+		res.Pages = &st.PagesReceived
+	} else {
+		res.Fragments = &st.PagesReceived
+	}
 	if runErr == nil && !peerClosed {
 		unwatch() // from here on a deadline is ours alone
-		endRecv(c, buf, endOfStream)
+		res.Dropped = endRecv(ctx, c, buf, endOfStream, res.Messages)
 	}
 	return res, runErr
 }
 
-// endRecv ends a receive in order. After the sender's end of stream it
-// echoes it; when the receiver stops first it asks the sender to stop,
-// drops what is still in flight up to the end of the stream, and echoes
-// that. Then it waits for the sender to close, so that the echo is out
-// before this process may exit. Each wait is bounded by closeWait; what
-// was counted is not affected by how this goes.
-func endRecv(c *netio.Conn, buf []byte, endOfStream bool) {
-	c.SetDeadline(time.Now().Add(closeWait))
+// endRecv ends a receive in order and returns how many messages it dropped.
+// After the sender's end of stream it acknowledges it; when the receiver
+// stops first it asks the sender to stop, reads what is still in flight up
+// to the end of the stream without counting it, and acknowledges that.
+// Then it waits for the sender to close, so that the acknowledgment is out
+// before this process may exit. It all takes at most closeWait (a second
+// after Ctrl-C); what was counted is not affected by how this goes.
+func endRecv(ctx context.Context, c *netio.Conn, buf []byte, endOfStream bool, counted int64) (dropped int64) {
+	c.SetDeadline(endBy(ctx))
+	stop := whenDone(ctx, func() { c.SetDeadline(endBy(ctx)) })
+	defer stop()
 	if !endOfStream {
 		if err := writeNow(c, stopRequest); err != nil {
-			return
+			return dropped
 		}
 		for {
 			n, err := readAny(c, &buf)
 			if err != nil {
-				return
+				return dropped
 			}
 			if n == 0 {
 				break
 			}
+			dropped++
 		}
 	}
-	if err := writeNow(c, nil); err != nil {
-		return
+	if err := writeNow(c, endAck(counted, counted+dropped)); err != nil {
+		return dropped
 	}
+	waitClose(ctx, c, buf)
+	return dropped
+}
+
+// waitClose reads until the peer closes, at most until endBy.
+func waitClose(ctx context.Context, c *netio.Conn, buf []byte) {
+	c.SetReadDeadline(endBy(ctx))
 	for {
 		if _, err := readAny(c, &buf); err != nil {
 			return
@@ -619,24 +820,34 @@ func clocksNote(local, remote net.Addr) string {
 func printRecv(w io.Writer, r *recvResult) {
 	fmt.Fprintf(w, "netio recv: provider %s, %s mode, %s -> %s\n\n", r.Provider, r.Mode, r.Remote, r.Local)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "received\t%d messages (%s) in %.3f s\n", r.Messages, bytesString(r.Bytes), r.Seconds)
+	fmt.Fprintf(tw, "received\t%d messages (%s) in %s\n", r.Messages, bytesString(r.Bytes), durString(seconds(r.Seconds)))
 	fmt.Fprintf(tw, "rate\t%.0f msg/s, %.3f Gbit/s of payload\n", r.MessagesPerSecond, r.GbitPerSecond)
-	if r.Mode == netio.HighThroughput.String() {
-		fmt.Fprintf(tw, "pages\t%d received, %s\n", r.Pages, perPage(r.Messages, r.Pages))
+	if r.Pages != nil {
+		fmt.Fprintf(tw, "pages\t%d received, %s\n", *r.Pages, perPage(r.Messages, *r.Pages))
 	}
 	if l := r.Latency; l != nil {
-		fmt.Fprintf(tw, "latency\tmedian %.1f µs, p99 %.1f µs (one-way, %d messages; %s)\n", l.MedianMicros, l.P99Micros, l.Samples, l.Clocks)
+		fmt.Fprintf(tw, "latency\tmedian %s, p99 %s (one-way, %d messages; %s)\n", durString(microsDur(l.MedianMicros)), durString(microsDur(l.P99Micros)), l.Samples, l.Clocks)
 	} else {
 		fmt.Fprintf(tw, "latency\tnone: the messages carried no send time (netio send stamps messages of %d bytes or more)\n", stampSize)
 	}
-	fmt.Fprintf(tw, "ended\t%s\n", r.Ended)
+	ended := r.Ended
+	if r.Dropped > 0 {
+		ended += fmt.Sprintf("; %d more messages in flight were read and dropped", r.Dropped)
+	}
+	fmt.Fprintf(tw, "ended\t%s\n", ended)
 	tw.Flush()
 }
 
-// perPage says how many messages a page carried on average.
+// perPage says how many messages a page carried on average, or how many
+// pages a message took when messages are larger than a page.
 func perPage(messages int64, pages uint64) string {
-	if pages == 0 {
+	switch {
+	case pages == 0:
 		return "no messages per page"
+	case messages == 0:
+		return "no messages"
+	case uint64(messages) < pages:
+		return fmt.Sprintf("%.1f pages per message on average", float64(pages)/float64(messages))
 	}
 	return fmt.Sprintf("%.1f messages per page on average", float64(messages)/float64(pages))
 }

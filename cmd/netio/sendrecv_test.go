@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,8 +38,8 @@ func TestSendRecv(t *testing.T) {
 	if v := field(t, r, `(?m)^rate +[0-9.]+ msg/s, ([0-9.]+) Gbit/s`); v <= 0 {
 		t.Errorf("Gbit/s %v:\n%s", v, r)
 	}
-	med := field(t, r, `(?m)^latency +median ([0-9.]+) µs`)
-	p99 := field(t, r, `(?m)^latency +median [0-9.]+ µs, p99 ([0-9.]+) µs \(one-way, 2000 messages; one host, one clock\)`)
+	med := durField(t, r, `(?m)^latency +median (`+durRE+`)`)
+	p99 := durField(t, r, `(?m)^latency +median `+durRE+`, p99 (`+durRE+`) \(one-way, 2000 messages; one host, one clock\)`)
 	if med <= 0 || p99 < med {
 		t.Errorf("latency median %v, p99 %v:\n%s", med, p99, r)
 	}
@@ -56,7 +57,7 @@ func TestSendRecv(t *testing.T) {
 	if v := field(t, s, `(?m)^rate +([0-9.]+) msg/s`); v <= 0 {
 		t.Errorf("rate %v:\n%s", v, s)
 	}
-	if !strings.Contains(s, "count reached; the receiver confirmed the end of the stream") {
+	if !strings.Contains(s, "\nended     count reached\nreceiver  confirmed: it counted all 2000 messages\n") {
 		t.Errorf("send summary:\n%s", s)
 	}
 	if !strings.HasPrefix(send.stderr.String(), "connected to 127.0.0.1:") {
@@ -85,11 +86,21 @@ func TestSendRecvJSON(t *testing.T) {
 	}
 	var s sendResult
 	decode(t, send.stdout.String(), &s)
-	if s.Messages < 300 || s.Bytes != s.Messages<<16 || !s.Timestamped || !s.Confirmed || s.Ended != "the receiver asked to stop" {
-		t.Errorf("send %+v: want at least 300 messages, confirmed, stopped by the receiver", s)
+	if s.Messages < 300 || s.Bytes != s.Messages<<16 || !s.Timestamped || s.Ended != "the receiver asked to stop" {
+		t.Errorf("send %+v: want at least 300 messages, stopped by the receiver", s)
+	}
+	// The receiver counted 300 and read the rest without counting them:
+	// every message arrived, but "confirmed" only if all were counted.
+	if s.ReceiverCounted == nil || *s.ReceiverCounted != 300 || s.ReceiverRead == nil || *s.ReceiverRead != s.Messages ||
+		s.Confirmed != (s.Messages == 300) || r.Dropped != s.Messages-300 {
+		t.Errorf("send %+v (receiver counted %v, read %v), recv dropped %d: want the receiver's count acknowledged", s, s.ReceiverCounted, s.ReceiverRead, r.Dropped)
 	}
 	if r.Mode != "low-latency" || s.Mode != "low-latency" || s.Flushes != nil {
 		t.Errorf("modes %q and %q, flushes %+v: want low-latency by default", r.Mode, s.Mode, s.Flushes)
+	}
+	// In LowLatency mode the libfabric messages are fragments, not pages.
+	if r.Pages != nil || s.Pages != nil || r.Fragments == nil || s.Fragments == nil || *r.Fragments < 300 || *s.Fragments < uint64(s.Messages) {
+		t.Errorf("recv pages %v fragments %v, send pages %v fragments %v: want fragments only, one per message at least", r.Pages, r.Fragments, s.Pages, s.Fragments)
 	}
 	if s.Local != r.Remote || s.Remote != r.Local {
 		t.Errorf("send %s -> %s, recv %s <- %s", s.Local, s.Remote, r.Local, r.Remote)
@@ -127,14 +138,17 @@ func TestSendRecvHT(t *testing.T) {
 	// not netio's to decide (the root package's TestBufferedFullPages
 	// checks that pages go out full, BenchmarkBuffered reports the share
 	// of pages a pause sent, idle-flush-%).
-	if r.Pages < 2 || s.Pages < r.Pages {
-		t.Errorf("recv %d pages, send %d: want messages in pages, every page sent received", r.Pages, s.Pages)
+	if r.Pages == nil || s.Pages == nil || r.Fragments != nil || s.Fragments != nil {
+		t.Fatalf("recv pages %v fragments %v, send pages %v fragments %v: want pages only", r.Pages, r.Fragments, s.Pages, s.Fragments)
+	}
+	if *r.Pages < 2 || *s.Pages < *r.Pages {
+		t.Errorf("recv %d pages, send %d: want messages in pages, every page sent received", *r.Pages, *s.Pages)
 	}
 	if l := r.Latency; l == nil || l.Samples != 20000 {
 		t.Errorf("latency %+v: want 20000 samples", l)
 	}
 	f := s.Flushes
-	if s.Messages != 20000 || !s.Confirmed || f == nil || f.Full+f.Paused+f.Explicit+f.Timer != s.Pages || f.Explicit < 1 {
+	if s.Messages != 20000 || !s.Confirmed || f == nil || f.Full+f.Paused+f.Explicit+f.Timer != *s.Pages || f.Explicit < 1 {
 		t.Errorf("send %+v, flushes %+v: want 20000 messages confirmed, pages counted by cause, the end of the stream flushed", s, f)
 	}
 }
@@ -153,7 +167,7 @@ func TestSendRecvHTReceiverStops(t *testing.T) {
 	if !strings.HasPrefix(r, "netio recv: provider tcp, high-throughput mode, ") || field(t, r, `(?m)^pages +([0-9]+) received, [0-9.]+ messages per page on average$`) < 1 {
 		t.Errorf("recv table:\n%s", r)
 	}
-	if !strings.Contains(snd, "the receiver asked to stop; the receiver confirmed the end of the stream") ||
+	if !regexp.MustCompile(`(?m)^ended +the receiver asked to stop\nreceiver +(confirmed: it counted all 300 messages|counted 300 of the [0-9]+ messages: it stopped first and dropped the other [0-9]+)$`).MatchString(snd) ||
 		field(t, snd, `(?m)^pages +([0-9]+) sent, [0-9.]+ messages per page on average; sent when full [0-9]+, writer paused [0-9]+, Flush [0-9]+, timer [0-9]+$`) < 1 {
 		t.Errorf("send table:\n%s", snd)
 	}
@@ -172,8 +186,8 @@ func TestSendRecvSmallDuration(t *testing.T) {
 	if r.Messages <= 0 || r.Bytes != 8*r.Messages || r.Latency != nil || r.Ended != "duration reached" {
 		t.Errorf("recv %+v: want messages of 8 bytes without latency, ended by -duration", r)
 	}
-	if s.Messages < r.Messages || s.Timestamped || !s.Confirmed {
-		t.Errorf("send %+v, recv %d messages", s, r.Messages)
+	if s.Messages < r.Messages || s.Timestamped || s.ReceiverCounted == nil || *s.ReceiverCounted != r.Messages || *s.ReceiverRead != s.Messages {
+		t.Errorf("send %+v, recv %d messages: want the receiver's count acknowledged", s, r.Messages)
 	}
 }
 
