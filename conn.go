@@ -48,7 +48,6 @@ type Conn struct {
 // connection it is half of: a Conn, or a publisher's link to a subscriber.
 type side interface {
 	opError(op string, err error) error
-	poll(ready func() bool) bool
 	stopWaiting(w *atomic.Bool)
 }
 
@@ -63,8 +62,8 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 		return nil, err
 	}
 	c.link = l
-	c.send = sender{side: c, closed: &c.closed, stats: &c.stats, l: l, q: &l.tx, gate: newSendGate()}
-	c.recv = receiver{side: c, closed: &c.closed, stats: &c.stats, l: l, q: &l.rx, slot: -1}
+	c.send = sender{side: c, closed: &c.closed, stats: &c.stats, pollFor: c.pollFor, l: l, q: &l.tx, gate: newSendGate()}
+	c.recv = receiver{side: c, closed: &c.closed, stats: &c.stats, pollFor: c.pollFor, l: l, q: &l.rx, slot: -1}
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
 	}
@@ -341,13 +340,15 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	return l.life.released, nil
 }
 
-// poll checks ready, yielding the processor in between, for up to
-// Config.PollFor before a wait parks. A parked goroutine costs a thread
-// wake-up when data comes (tens of µs on small VMs), more than a round trip
-// on a fast fabric; a goroutine that yields keeps every other goroutine
-// running. It also gives up at once when the connection ends.
-func (c *Conn) poll(ready func() bool) bool {
-	if c.pollFor <= 0 {
+// pollReady checks ready, yielding the processor in between, for up to
+// pollFor before a wait parks. A parked goroutine costs a thread wake-up
+// when data comes (tens of µs on small VMs), more than a round trip on a
+// fast fabric; a goroutine that yields keeps every other goroutine
+// running. It gives up at once when l ends or closed is set. A plain
+// function, not a method of an interface, so that ready (a closure) stays
+// on the caller's stack.
+func pollReady(pollFor time.Duration, l *link, closed *atomic.Bool, ready func() bool) bool {
+	if pollFor <= 0 {
 		return false
 	}
 	var start time.Time
@@ -355,13 +356,13 @@ func (c *Conn) poll(ready func() bool) bool {
 		if ready() {
 			return true
 		}
-		if c.closed.Load() || c.link.life.ended.Load() || c.eng.wakesInFlight.Load() > 0 {
+		if closed.Load() || l.life.ended.Load() || l.eng.wakesInFlight.Load() > 0 {
 			return false
 		}
 		if i&15 == 0 {
 			if start.IsZero() {
 				start = time.Now()
-			} else if time.Since(start) > c.pollFor {
+			} else if time.Since(start) > pollFor {
 				return false
 			}
 		}

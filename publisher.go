@@ -511,8 +511,6 @@ func (pl *pubLink) opError(op string, err error) error {
 	return pl.p.opError("publish", err)
 }
 
-func (pl *pubLink) poll(func() bool) bool { return false }
-
 func (pl *pubLink) stopWaiting(w *atomic.Bool) {
 	if !w.Swap(false) {
 		pl.p.eng.wakesInFlight.Add(-1)

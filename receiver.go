@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // receiver is a Conn's reading side. Its methods run in the reading
@@ -20,9 +21,11 @@ type receiver struct {
 	closed *atomic.Bool // the owner's: closed by the user
 	stats  *connStats   // the owner's
 	l      *link
-	q      *recvQueue
-	frames frameReader // set once at connect
-	spares sparePool
+	// pollFor is how long a wait for data polls before it parks.
+	pollFor time.Duration
+	q       *recvQueue
+	frames  frameReader // set once at connect
+	spares  sparePool
 
 	mu     sync.Mutex
 	slot   int    // receive buffer being read; -1 if none
@@ -425,7 +428,7 @@ var errCutShort = fmt.Errorf("%w: connection ended inside a message", io.ErrUnex
 // is called or the read deadline passes.
 func (r *receiver) waitReadable() error {
 	c, q, life := r.side, r.q, &r.l.life
-	if c.poll(r.arrived) {
+	if pollReady(r.pollFor, r.l, r.closed, r.arrived) {
 		return nil
 	}
 	q.waiting.Store(true)

@@ -21,11 +21,13 @@ type sender struct {
 	closed *atomic.Bool // the owner's: closed by the user
 	stats  *connStats   // the owner's
 	l      *link
-	q      *sendQueue
-	gate   sendGate
-	frames frameWriter // set once at connect
-	lazy   bool        // frames wait to fill: a pageWatch flushes them
-	watch  *pageWatch  // nil unless lazy
+	// pollFor is how long a wait for a free buffer polls before it parks.
+	pollFor time.Duration
+	q       *sendQueue
+	gate    sendGate
+	frames  frameWriter // set once at connect
+	lazy    bool        // frames wait to fill: a pageWatch flushes them
+	watch   *pageWatch  // nil unless lazy
 
 	open    bool          // a buffer is being filled: the one at q.head
 	opened  atomic.Uint64 // buffers opened, for the pageWatch to notice
@@ -238,7 +240,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 	q, c := s.q, s.side
 	start := time.Now()
 	defer func() { s.stats.creditWait.Add(int64(time.Since(start))) }()
-	if c.poll(func() bool { return !q.full(head) }) {
+	if pollReady(s.pollFor, s.l, s.closed, func() bool { return !q.full(head) }) {
 		return nil
 	}
 	var stop func() bool

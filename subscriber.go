@@ -781,8 +781,6 @@ func (sl *subLink) control(_ *link, kind uint8, payload []byte) error {
 
 func (sl *subLink) opError(op string, err error) error { return sl.sc.opError(op, err) }
 
-func (sl *subLink) poll(func() bool) bool { return false }
-
 func (sl *subLink) stopWaiting(w *atomic.Bool) {
 	if !w.Swap(false) {
 		sl.l.eng.wakesInFlight.Add(-1)
