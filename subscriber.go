@@ -672,17 +672,21 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink) error {
 	}
 	restarted := sc.ackedInc.Load() != prevInc
 	sc.mu.RLock()
+	counted := map[*Subscription]bool{}
 	for tag, st := range sc.tags {
+		for _, s := range st.subs {
+			if !counted[s] {
+				counted[s] = true
+				s.stats.reconnects.Add(1)
+				if restarted {
+					s.stats.restarts.Add(1)
+				}
+			}
+		}
 		next, seen := last[tag]
 		a := st.ackNext.Load()
 		if a == 0 {
 			continue
-		}
-		for _, s := range st.subs {
-			s.stats.reconnects.Add(1)
-			if restarted {
-				s.stats.restarts.Add(1)
-			}
 		}
 		if seen && !restarted && a-1 > next {
 			for _, s := range st.subs {

@@ -1,0 +1,434 @@
+package netio_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/netio-go/netio"
+)
+
+// Publish/subscribe between processes: the tests re-execute the test binary
+// as subscriber or publisher children (one process's subscriptions to a
+// publisher share one connection, so separate subscribers need separate
+// processes), and kill them as a crash would.
+
+const (
+	psRoleEnv   = "NETIO_PS_ROLE"   // "sub" or "pub"
+	psAddrEnv   = "NETIO_PS_ADDR"   // the publisher's address
+	psTagsEnv   = "NETIO_PS_TAGS"   // tags 0 to n-1
+	psExpectEnv = "NETIO_PS_EXPECT" // sub: messages to receive before it reports
+	psModeEnv   = "NETIO_PS_MODE"   // "ll" or "ht"
+)
+
+// psMessage is message seq of tag: its bytes say which.
+func psMessage(buf []byte, tag, seq uint64) []byte {
+	binary.LittleEndian.PutUint64(buf, tag)
+	binary.LittleEndian.PutUint64(buf[8:], seq)
+	return buf
+}
+
+// psReport is what a subscriber child reports at the end.
+type psReport struct {
+	Received, Bad  uint64 // messages, and those whose sequence or bytes were wrong
+	Gaps, Missed   uint64 // from the subscription's Stats
+	Reconnects     uint64
+	FirstBadDetail string
+}
+
+func (r psReport) String() string {
+	return fmt.Sprintf("DONE %d %d %d %d %d %q", r.Received, r.Bad, r.Gaps, r.Missed, r.Reconnects, r.FirstBadDetail)
+}
+
+func parseReport(line string) (r psReport, err error) {
+	_, err = fmt.Sscanf(line, "DONE %d %d %d %d %d %q", &r.Received, &r.Bad, &r.Gaps, &r.Missed, &r.Reconnects, &r.FirstBadDetail)
+	return r, err
+}
+
+func psMode() netio.Mode {
+	if os.Getenv(psModeEnv) == "ll" {
+		return netio.LowLatency
+	}
+	return netio.HighThroughput
+}
+
+// TestPubSubChild is the child processes' entry point; as a test of its
+// own it does nothing.
+func TestPubSubChild(t *testing.T) {
+	switch os.Getenv(psRoleEnv) {
+	case "sub":
+		subscriberChild()
+	case "pub":
+		publisherChild()
+	default:
+		t.Skip("run by the publish/subscribe process tests")
+	}
+}
+
+// subscriberChild subscribes to every tag, checks that each tag's messages
+// come in sequence with the bytes published, and reports once it has the
+// messages expected (or when its parent closes stdin).
+func subscriberChild() {
+	ntags, _ := strconv.Atoi(os.Getenv(psTagsEnv))
+	expect, _ := strconv.ParseUint(os.Getenv(psExpectEnv), 10, 64)
+	tags := make([]uint64, ntags)
+	for i := range tags {
+		tags[i] = uint64(i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()))
+	cancel()
+	if err != nil {
+		childFatal("subscribe: %v", err)
+	}
+	fmt.Println("READY")
+	parentGone := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(parentGone) }()
+	next := make([]uint64, ntags)
+	var r psReport
+	for r.Received < expect {
+		select {
+		case m, ok := <-s.C:
+			if !ok {
+				childFatal("C closed: %v", s.Err())
+			}
+			b := m.Bytes()
+			tag, seq := m.Tag(), m.Seq()
+			if tag >= uint64(ntags) || seq != next[tag] || len(b) < 16 || binary.LittleEndian.Uint64(b) != tag || binary.LittleEndian.Uint64(b[8:]) != seq {
+				if r.Bad == 0 && tag < uint64(ntags) {
+					r.FirstBadDetail = fmt.Sprintf("tag %d seq %d (want %d), %d bytes", tag, seq, next[tag], len(b))
+				}
+				r.Bad++
+			}
+			if tag < uint64(ntags) {
+				next[tag] = seq + 1
+			}
+			r.Received++
+			m.Release()
+			if r.Received%100000 == 0 {
+				fmt.Println("PROGRESS", r.Received)
+			}
+		case <-parentGone:
+			os.Exit(0)
+		}
+	}
+	st := s.Stats()
+	r.Gaps, r.Missed, r.Reconnects = st.Gaps, st.Missed, st.Reconnects
+	fmt.Println(r)
+	<-parentGone // subscribed until then: the parent may count its subscribers
+	s.Close()
+	os.Exit(0)
+}
+
+// publisherChild listens on the address given and publishes to every tag in
+// turn until it is killed or its parent goes.
+func publisherChild() {
+	ntags, _ := strconv.Atoi(os.Getenv(psTagsEnv))
+	p, err := netio.ListenPublisher("tcp", os.Getenv(psAddrEnv))
+	if err != nil {
+		childFatal("listen: %v", err)
+	}
+	fmt.Println("READY", p.Addr())
+	parentGone := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(parentGone) }()
+	buf := make([]byte, 64)
+	for i := 0; ; i++ {
+		select {
+		case <-parentGone:
+			os.Exit(0)
+		default:
+		}
+		tag := uint64(i % ntags)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		p.Publish(ctx, tag, psMessage(buf, tag, uint64(i)))
+		cancel()
+		if i%64 == 0 {
+			time.Sleep(100 * time.Microsecond) // a steady stream, not a flood
+		}
+	}
+}
+
+// child is a running child process and its stdout, line by line.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+func startPubSubChild(t *testing.T, env ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPubSubChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 1024)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return c
+}
+
+// waitFor returns the child's first line that starts with prefix.
+func (c *child) waitFor(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.NewTimer(5 * hangTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child exited before a line starting %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout.C:
+			t.Fatalf("no line starting %q from the child", prefix)
+		}
+	}
+}
+
+func (c *child) report(t *testing.T) psReport {
+	t.Helper()
+	r, err := parseReport(c.waitFor(t, "DONE "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// 1 publisher, 8 subscriber processes, 1,000 tags, 1M messages, each
+// checked for its sequence at every subscriber: none lost under Block.
+func TestPubSubEightSubscribersLossless(t *testing.T) {
+	const subs, tags, messages = 8, 1000, 1_000_000
+	p := listenPublisher(t)
+	children := make([]*child, subs)
+	for i := range children {
+		children[i] = startPubSubChild(t, psRoleEnv+"=sub", psAddrEnv+"="+p.Addr().String(),
+			psTagsEnv+"="+strconv.Itoa(tags), psExpectEnv+"="+strconv.Itoa(messages), psModeEnv+"=ht")
+	}
+	for _, c := range children {
+		c.waitFor(t, "READY")
+	}
+	publishRange(t, p, tags, 0, messages)
+	want := psReport{Received: messages}
+	for i, c := range children {
+		if diff := cmp.Diff(want, c.report(t)); diff != "" {
+			t.Errorf("subscriber %d (-want +got):\n%s", i, diff)
+		}
+	}
+	if st := p.Stats(); st.Dropped != 0 || st.Published != messages {
+		t.Errorf("publisher stats %+v", st)
+	}
+}
+
+// publishRange publishes messages from..to-1, round robin over the tags,
+// each tag's in sequence, and flushes.
+func publishRange(t *testing.T, p *netio.Publisher, tags, from, to int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*hangTimeout)
+	defer cancel()
+	buf := make([]byte, 64)
+	for i := from; i < to; i++ {
+		tag := uint64(i % tags)
+		if err := p.Publish(ctx, tag, psMessage(buf, tag, uint64(i/tags))); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A subscriber process killed mid-stream is dropped; the others lose
+// nothing and the publisher never waits for the dead one.
+func TestPubSubSubscriberKilled(t *testing.T) {
+	const tags, messages = 100, 200_000
+	for _, mode := range []string{"ht", "ll"} {
+		t.Run(mode, func(t *testing.T) {
+			n := messages
+			if mode == "ll" {
+				n = 20_000 // a send per message each
+			}
+			p := listenPublisher(t)
+			var children []*child
+			for i := 0; i < 3; i++ {
+				children = append(children, startPubSubChild(t, psRoleEnv+"=sub", psAddrEnv+"="+p.Addr().String(),
+					psTagsEnv+"="+strconv.Itoa(tags), psExpectEnv+"="+strconv.Itoa(n), psModeEnv+"="+mode))
+			}
+			for _, c := range children {
+				c.waitFor(t, "READY")
+			}
+			publishRange(t, p, tags, 0, n/2)
+			victim := children[0]
+			if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			victim.cmd.Wait()
+			publishRange(t, p, tags, n/2, n)
+			want := psReport{Received: uint64(n)}
+			for i, c := range children[1:] {
+				if diff := cmp.Diff(want, c.report(t)); diff != "" {
+					t.Errorf("surviving subscriber %d (-want +got):\n%s", i, diff)
+				}
+			}
+			waitSubscribers(t, p, 2)
+		})
+	}
+}
+
+func waitSubscribers(t *testing.T, p *netio.Publisher, n int) {
+	t.Helper()
+	deadline := time.Now().Add(hangTimeout)
+	for p.Stats().Subscribers != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("publisher has %d subscribers, want %d", p.Stats().Subscribers, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A publisher process killed and started again on its address: the
+// subscription reconnects by itself, C stays open, and the restart shows
+// in Stats.
+func TestPubSubPublisherRestarted(t *testing.T) {
+	const tags = 10
+	addr := freePort(t)
+	env := []string{psRoleEnv + "=pub", psAddrEnv + "=" + addr, psTagsEnv + "=" + strconv.Itoa(tags)}
+	pub := startPubSubChild(t, env...)
+	pub.waitFor(t, "READY")
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	all := make([]uint64, tags)
+	for i := range all {
+		all[i] = uint64(i)
+	}
+	s, err := netio.Subscribe(ctx, "tcp", addr, all, netio.WithMode(netio.LowLatency))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	expectMessages(t, s, 100)
+	pub.cmd.Process.Signal(syscall.SIGKILL)
+	pub.cmd.Wait()
+	killed := time.Now()
+	// The same address again, as soon as the system lets it be bound.
+	var again *child
+	for again == nil {
+		c := startPubSubChild(t, env...)
+		select {
+		case l := <-c.lines:
+			if strings.HasPrefix(l, "READY") {
+				again = c
+			}
+		case <-time.After(hangTimeout):
+			t.Fatal("the publisher did not start again")
+		}
+	}
+	restarted := time.Now()
+	expectMessages(t, s, 100)
+	st := s.Stats()
+	t.Logf("publisher down %v; receiving again %v after it restarted; stats %+v", restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond), st)
+	if st.Reconnects != 1 || st.Restarts != 1 {
+		t.Fatalf("after a publisher restart: %+v, want one reconnect and one restart counted", st)
+	}
+	if s.Err() != nil {
+		t.Fatalf("C ended: %v", s.Err())
+	}
+}
+
+// expectMessages reads n messages from s, failing if C closes.
+func expectMessages(t *testing.T, s *netio.Subscription, n int) {
+	t.Helper()
+	timeout := time.NewTimer(hangTimeout)
+	defer timeout.Stop()
+	for i := 0; i < n; i++ {
+		select {
+		case m, ok := <-s.C:
+			if !ok {
+				t.Errorf("C closed after %d messages: %v", i, s.Err())
+				return
+			}
+			m.Release()
+		case <-timeout.C:
+			t.Errorf("%d of %d messages", i, n)
+			return
+		}
+	}
+}
+
+// A subscription that does not read, under a drop policy, holds back
+// neither the publisher nor the subscription sharing its connection, and
+// counts exactly what it missed.
+func TestPubSubDropPolicies(t *testing.T) {
+	for _, policy := range []netio.Policy{netio.DropNewest, netio.DropOldest} {
+		t.Run(policy.String(), func(t *testing.T) {
+			const n, buffer = 5000, 16
+			p := listenPublisher(t)
+			reader := subscribe(t, p, []uint64{0}, netio.WithMode(netio.HighThroughput))
+			stalled := subscribe(t, p, []uint64{0}, netio.WithMode(netio.HighThroughput), netio.WithPolicy(policy), netio.WithSubscriptionBuffer(buffer))
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*hangTimeout)
+				defer cancel()
+				buf := make([]byte, 64)
+				for i := 0; i < n; i++ {
+					if err := p.Publish(ctx, 0, psMessage(buf, 0, uint64(i))); err != nil {
+						t.Errorf("publish %d: %v", i, err)
+						return
+					}
+				}
+				p.Flush()
+			}()
+			receive(t, reader, n)
+			<-published
+			// The stalled one holds the buffer's worth, and counts the rest.
+			st := stalled.Stats()
+			if st.Received != buffer || st.Dropped != n-buffer || st.Gaps != 0 {
+				t.Fatalf("stalled subscription stats %+v, want %d received and %d dropped", st, buffer, n-buffer)
+			}
+			first := uint64(0)
+			if policy == netio.DropOldest {
+				first = n - buffer
+			}
+			for i := uint64(0); i < buffer; i++ {
+				m := <-stalled.C
+				if m.Seq() != first+i {
+					t.Fatalf("%v kept message %d, want %d", policy, m.Seq(), first+i)
+				}
+				m.Release()
+			}
+		})
+	}
+}
