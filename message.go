@@ -117,8 +117,10 @@ type chunk struct {
 
 const (
 	chunkSize = 64 << 10
-	// maxFreeChunks bounds the chunks an arena keeps for reuse.
-	maxFreeChunks = 16
+	// maxFreeChunks bounds the chunks an arena keeps for reuse (16 MiB):
+	// enough for a full channel of 4 KiB messages to come back without
+	// the arena allocating while its reader catches up.
+	maxFreeChunks = 256
 )
 
 // copyOf returns a copy of b and the chunk it lies in (nil for a message

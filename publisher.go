@@ -153,11 +153,11 @@ func (p *Publisher) Publish(ctx context.Context, tag uint64, msg []byte) error {
 		return p.opError("publish", net.ErrClosed)
 	}
 	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
 	p.tableMu.RLock()
 	e := p.tags[tag]
 	if e == nil {
 		p.tableMu.RUnlock()
+		p.pubMu.Unlock()
 		p.stats.unsubscribed.Add(1)
 		return nil
 	}
@@ -172,6 +172,7 @@ func (p *Publisher) Publish(ctx context.Context, tag uint64, msg []byte) error {
 			first = err
 		}
 	}
+	p.pubMu.Unlock()
 	return first
 }
 
@@ -484,17 +485,19 @@ func (pl *pubLink) sendAck(a *ack) {
 func (pl *pubLink) publish(ctx context.Context, tag, seq uint64, msg []byte, policy Policy) error {
 	s := &pl.send
 	s.gate.lock()
-	defer s.gate.unlock()
 	pl.frames.setRecord(tag, seq)
 	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
 		s.msgs++
 		s.bytes += uint64(len(msg))
+		s.gate.unlock()
 		return nil
 	}
 	if pl.closed.Load() {
+		s.gate.unlock()
 		return nil
 	}
 	_, err := s.writeLocked(ctx, msg, policy != Block)
+	s.gate.unlock()
 	switch {
 	case err == nil:
 		return nil

@@ -34,6 +34,7 @@ type Subscription struct {
 
 	sendMu    sync.Mutex    // held by the dispatcher while it sends on c; closing c takes it
 	done      chan struct{} // closed when the subscription ends: a blocked send gives up
+	ending    atomic.Bool   // set just before done is closed
 	closeOnce sync.Once
 	err       error // why C closed; written before done is closed
 
@@ -104,6 +105,7 @@ func (s *Subscription) finish(err error) bool {
 	s.closeOnce.Do(func() {
 		first = true
 		s.err = err
+		s.ending.Store(true)
 		close(s.done)
 		gone, last := s.sc.remove(s)
 		s.sendMu.Lock()
@@ -138,19 +140,28 @@ func (s *Subscription) Stats() SubscriptionStats {
 		Missed: st.missed.Load(), Reconnects: st.reconnects.Load(), Restarts: st.restarts.Load()}
 }
 
-// deliver hands m to the reader as the policy says. Dispatcher only.
+// deliver hands m to the reader as the policy says. Dispatcher only. The
+// common case, room in C, is one non-blocking send: no select over done.
 func (s *Subscription) deliver(m Message) {
 	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	select {
-	case <-s.done:
+	if s.ending.Load() {
+		s.sendMu.Unlock()
 		m.Release()
 		return
+	}
+	select {
 	case s.c <- m:
+		s.sendMu.Unlock()
 		s.stats.received.Add(1)
 		return
 	default:
 	}
+	s.deliverFull(m)
+	s.sendMu.Unlock()
+}
+
+// deliverFull is deliver when C is full: the policy decides. Under sendMu.
+func (s *Subscription) deliverFull(m Message) {
 	switch s.policy {
 	case Block:
 		select {
