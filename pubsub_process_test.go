@@ -30,7 +30,13 @@ const (
 	psTagsEnv   = "NETIO_PS_TAGS"   // tags 0 to n-1
 	psExpectEnv = "NETIO_PS_EXPECT" // sub: messages to receive before it reports
 	psModeEnv   = "NETIO_PS_MODE"   // "ll" or "ht"
+	psPolicyEnv = "NETIO_PS_POLICY" // sub: the policy's name; "" is Block
+	psFinalEnv  = "NETIO_PS_FINAL"  // sub with a drop policy: it reports once every tag reached this sequence number
 )
+
+// psMarkerTag is subscribed to, under Block, by a subscriber child with a
+// drop policy: a message on it arrives after everything published before.
+const psMarkerTag = 1 << 40
 
 // psMessage is message seq of tag: its bytes say which.
 func psMessage(buf []byte, tag, seq uint64) []byte {
@@ -86,25 +92,59 @@ func subscriberChild() {
 	for i := range tags {
 		tags[i] = uint64(i)
 	}
+	policy := netio.Block
+	for _, p := range []netio.Policy{netio.DropOldest, netio.DropNewest} {
+		if os.Getenv(psPolicyEnv) == p.String() {
+			policy = p
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()))
+	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()), netio.WithPolicy(policy))
 	cancel()
 	if err != nil {
 		childFatal("subscribe: %v", err)
+	}
+	var marker <-chan netio.Message
+	final, _ := strconv.ParseUint(os.Getenv(psFinalEnv), 10, 64)
+	if policy != netio.Block {
+		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+		ms, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), []uint64{psMarkerTag}, netio.WithMode(psMode()))
+		cancel()
+		if err != nil {
+			childFatal("subscribe to the marker: %v", err)
+		}
+		marker = ms.C
 	}
 	fmt.Println("READY")
 	parentGone := make(chan struct{})
 	go func() { io.Copy(io.Discard, os.Stdin); close(parentGone) }()
 	next := make([]uint64, ntags)
 	var r psReport
-	for r.Received < expect {
+	done := func() bool {
+		if policy == netio.Block {
+			return r.Received >= expect
+		}
+		for _, n := range next {
+			if n <= final {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
 		select {
+		case m := <-marker:
+			m.Release()
+			fmt.Println("MARKER")
 		case m, ok := <-s.C:
 			if !ok {
 				childFatal("C closed: %v", s.Err())
 			}
 			b := m.Bytes()
 			tag, seq := m.Tag(), m.Seq()
+			if policy != netio.Block && tag < uint64(ntags) && seq > next[tag] {
+				next[tag] = seq // a drop policy may skip: Stats counts it
+			}
 			if tag >= uint64(ntags) || seq != next[tag] || len(b) < 16 || binary.LittleEndian.Uint64(b) != tag || binary.LittleEndian.Uint64(b[8:]) != seq {
 				if r.Bad == 0 && tag < uint64(ntags) {
 					r.FirstBadDetail = fmt.Sprintf("tag %d seq %d (want %d), %d bytes", tag, seq, next[tag], len(b))
@@ -125,6 +165,7 @@ func subscriberChild() {
 	}
 	st := s.Stats()
 	r.Gaps, r.Missed, r.Reconnects = st.Gaps, st.Missed, st.Reconnects
+	r.Received += st.Dropped // what the subscription's own policy dropped arrived too
 	fmt.Println(r)
 	<-parentGone // subscribed until then: the parent may count its subscribers
 	s.Close()
@@ -430,5 +471,51 @@ func TestPubSubDropPolicies(t *testing.T) {
 				m.Release()
 			}
 		})
+	}
+}
+
+// A subscriber process under DropNewest that stops (SIGSTOP) never makes
+// the publisher wait, and what the publisher dropped for it is exactly what
+// it finds missing once it runs again, while a Block subscriber beside it
+// loses nothing.
+func TestPubSubStoppedSubscriberDrops(t *testing.T) {
+	const tags, messages = 10, 200_000
+	p := listenPublisher(t, netio.WithWindow(4), netio.WithBufferSize(64<<10))
+	env := []string{psRoleEnv + "=sub", psAddrEnv + "=" + p.Addr().String(), psTagsEnv + "=" + strconv.Itoa(tags),
+		psExpectEnv + "=" + strconv.Itoa(messages), psModeEnv + "=ht"}
+	lossless := startPubSubChild(t, env...)
+	dropping := startPubSubChild(t, append(env, psPolicyEnv+"="+netio.DropNewest.String(), psFinalEnv+"="+strconv.Itoa(messages/tags))...)
+	lossless.waitFor(t, "READY")
+	dropping.waitFor(t, "READY")
+	if err := dropping.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	publishRange(t, p, tags, 0, messages)
+	if err := dropping.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(psReport{Received: messages}, lossless.report(t)); diff != "" {
+		t.Errorf("Block subscriber beside a stopped one (-want +got):\n%s", diff)
+	}
+	// A drop at the end of a tag's stream shows only when the tag's next
+	// message comes. The marker (Block) arrives after all that came
+	// before it; once the subscriber has it, its link is empty and one
+	// more message per tag gets through, so every drop is seen.
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	if err := p.Publish(ctx, psMarkerTag, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	p.Flush()
+	dropping.waitFor(t, "MARKER")
+	publishRange(t, p, tags, messages, messages+tags)
+	r := dropping.report(t)
+	dropped := p.Stats().Dropped
+	t.Logf("publisher dropped %d of %d for the stopped subscriber; it reports %+v", dropped, messages, r)
+	if dropped == 0 {
+		t.Fatal("the publisher dropped nothing for a stopped subscriber: its link held everything?")
+	}
+	if r.Missed != dropped || r.Bad != 0 || r.Received+r.Missed != messages+tags {
+		t.Fatalf("stopped subscriber: missed %d (bad %d), the publisher dropped %d", r.Missed, r.Bad, dropped)
 	}
 }
