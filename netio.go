@@ -30,6 +30,17 @@
 // instead of waiting for a free page; Stats counts messages, pages,
 // flushes by cause and the time spent waiting for credit.
 //
+// Publish/subscribe: ListenPublisher listens for subscribers, and Publish
+// sends a message under a 64-bit tag to every subscriber of the tag.
+// Subscribe dials a publisher, names its tags in-band and returns once the
+// publisher has acknowledged them; its channel C delivers each tag's
+// messages in order, each with the tag's sequence number, so loss is never
+// silent. Per subscription, WithMode picks one send per message
+// (LowLatency) or pages (HighThroughput), and WithPolicy what happens when
+// the subscriber falls behind: Block (lossless, Publish waits), DropOldest
+// or DropNewest (counted in Stats). A lost connection is made again with
+// backoff, and the subscription carries on.
+//
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken
 // through an eventfd doorbell only when it is about to sleep (see package
