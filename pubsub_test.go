@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/netio-go/netio"
 )
 
@@ -175,4 +177,110 @@ func TestSubscriptionsShareAConnection(t *testing.T) {
 	}
 	p.Publish(context.Background(), 3, payload(3, 1, 16))
 	receive(t, b, 1, gb)
+}
+
+// Subscriptions come and go while the publisher publishes: every one sees
+// its tags in sequence from the acknowledgement on, and when all are gone
+// the publisher holds nothing for them.
+func TestPubSubChurn(t *testing.T) {
+	const workers, rounds, tags = 6, 8, 1000
+	p, err := netio.ListenPublisher("tcp", "0.0.0.0:0", netio.WithWindow(4), netio.WithBufferSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	port := p.Addr().(*netio.Addr).AddrPort.Port()
+	stop := make(chan struct{})
+	published := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*hangTimeout)
+		defer cancel()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				published <- nil
+				return
+			default:
+			}
+			tag := uint64(i % tags)
+			if err := p.Publish(ctx, tag, payload(tag, i, 16)); err != nil {
+				published <- err
+				return
+			}
+		}
+	}()
+	g, _ := errgroup.WithContext(context.Background())
+	for w := 0; w < workers; w++ {
+		addr := fmt.Sprintf("127.0.0.%d:%d", w+1, port) // a connection of its own
+		g.Go(func() error {
+			for r := 0; r < rounds; r++ {
+				mine := []uint64{uint64(w*100 + r), uint64(w*100 + r + 1), uint64(500 + w)}
+				ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+				s, err := netio.Subscribe(ctx, "tcp", addr, mine, netio.WithMode(modes()[r%2]))
+				cancel()
+				if err != nil {
+					return err
+				}
+				next := map[uint64]uint64{}
+				for i := 0; i < 20; i++ {
+					m, ok := <-s.C
+					if !ok {
+						return fmt.Errorf("C closed: %v", s.Err())
+					}
+					if n, seen := next[m.Tag()]; seen && m.Seq() != n {
+						return fmt.Errorf("tag %d: seq %d after %d", m.Tag(), m.Seq(), n-1)
+					}
+					next[m.Tag()] = m.Seq() + 1
+					m.Release()
+				}
+				if err := s.Unsubscribe(mine[0]); err != nil {
+					return err
+				}
+				if st := s.Stats(); st.Gaps != 0 || st.Dropped != 0 {
+					return fmt.Errorf("stats %+v under Block", st)
+				}
+				s.Close()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(hangTimeout)
+	for st := p.Stats(); st.Subscribers != 0 || st.Tags != 0; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after every subscription closed the publisher holds %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// 100,000 tags in one Subscribe go in many requests and acknowledgements.
+func TestSubscribeManyTags(t *testing.T) {
+	p := listenPublisher(t)
+	all := make([]uint64, 100_000)
+	for i := range all {
+		all[i] = uint64(i) * 7919
+	}
+	s := subscribe(t, p, all, netio.WithMode(netio.HighThroughput))
+	if st := p.Stats(); st.Tags != len(all) {
+		t.Fatalf("publisher has %d tags, want %d", st.Tags, len(all))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	for _, tag := range []uint64{all[0], all[50_000], all[99_999]} {
+		if err := p.Publish(ctx, tag, payload(tag, 0, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Flush()
+	got := receive(t, s, 3)
+	if len(got) != 3 {
+		t.Fatalf("received %v", got)
+	}
 }
