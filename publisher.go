@@ -218,6 +218,12 @@ func (p *Publisher) Close() error {
 		return p.opError("close", net.ErrClosed)
 	}
 	links := *p.links.Load()
+	// A Publish waiting for a slow subscriber holds that link's send gate:
+	// the closed flag and a wake make it give up first.
+	for _, pl := range links {
+		pl.closed.Store(true)
+		pl.l.tx.wake.wake()
+	}
 	var waits []<-chan struct{}
 	for _, pl := range links {
 		pl.send.sealForClose()
@@ -312,6 +318,7 @@ type pubLink struct {
 	tags     map[uint64]Policy // what the subscriber has in the table
 	pending  []pendingRequest  // requests waiting for the table lock
 	retiring bool
+	letGo    bool // out of the gate's reach and closed
 	queued   bool // in p.work
 }
 
@@ -403,12 +410,13 @@ func (pl *pubLink) progress() bool {
 	// Nobody may be inside the send side when the link lets go of its
 	// memory: the reactor's CAS on the gate, then the closed flag every
 	// writer checks inside it.
-	if !pl.closed.Load() {
+	if !pl.letGo {
 		if !pl.send.gate.tryReactor() {
 			return false
 		}
 		pl.closed.Store(true)
 		pl.send.gate.unlock()
+		pl.letGo = true
 		p.setLinks(nil, pl)
 		pl.l.close()
 	}

@@ -284,3 +284,35 @@ func TestSubscribeManyTags(t *testing.T) {
 		t.Fatalf("received %v", got)
 	}
 }
+
+// Close ends a Publish that waits for a subscriber that does not read.
+func TestPublisherCloseUnblocksPublish(t *testing.T) {
+	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", netio.WithWindow(4), netio.WithBufferSize(4096), netio.WithLinger(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, p, []uint64{1}, netio.WithMode(netio.HighThroughput), netio.WithSubscriptionBuffer(1))
+	_ = s // never read
+	published := make(chan error, 1)
+	go func() {
+		msg := make([]byte, 1000)
+		for {
+			if err := p.Publish(context.Background(), 1, msg); err != nil {
+				published <- err
+				return
+			}
+		}
+	}()
+	waitBlocked(t, 1, "netio.(*Publisher).Publish")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-published:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Publish after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(hangTimeout):
+		t.Fatal("Publish still blocked after Close")
+	}
+}

@@ -645,6 +645,13 @@ func (sc *subConn) reconnect(old *subLink, cause error) bool {
 		}
 		wait = min(2*wait, reconnectMax)
 		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.ConnectTimeout)
+		go func() { // closing the connection ends a dial in progress
+			select {
+			case <-sc.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		sl, err := sc.dial(ctx)
 		if err == nil {
 			sc.cur.Store(sl)
