@@ -285,14 +285,14 @@ func TestSubscribeManyTags(t *testing.T) {
 	}
 }
 
-// Close ends a Publish that waits for a subscriber that does not read.
+// Close ends a Publish that waits for a subscriber that does not read
+// (it holds the link's send gate while it waits).
 func TestPublisherCloseUnblocksPublish(t *testing.T) {
 	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", netio.WithWindow(4), netio.WithBufferSize(4096), netio.WithLinger(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := subscribe(t, p, []uint64{1}, netio.WithMode(netio.HighThroughput), netio.WithSubscriptionBuffer(1))
-	_ = s // never read
+	subscribe(t, p, []uint64{1}, netio.WithMode(netio.HighThroughput), netio.WithSubscriptionBuffer(1)) // never read
 	published := make(chan error, 1)
 	go func() {
 		msg := make([]byte, 1000)
@@ -303,9 +303,27 @@ func TestPublisherCloseUnblocksPublish(t *testing.T) {
 			}
 		}
 	}()
-	waitBlocked(t, 1, "netio.(*Publisher).Publish")
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
+	// Blocked for good: the subscriber's pages are all held, so no
+	// credit comes back (a wait for a send to complete would end by
+	// itself).
+	for last := uint64(0); ; {
+		waitBlocked(t, 1, "netio.(*sender).waitWritable")
+		time.Sleep(50 * time.Millisecond)
+		n := p.Stats().Published
+		if n == last {
+			break
+		}
+		last = n
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(hangTimeout):
+		t.Fatal("Close still waiting for a blocked Publish")
 	}
 	select {
 	case err := <-published:
