@@ -51,6 +51,17 @@ type side interface {
 	stopWaiting(w *atomic.Bool)
 }
 
+// half is what the sending and the receiving side of a connection both
+// hold of it: its owner (side), the owner's closed flag and counters, and
+// the link under them.
+type half struct {
+	side    side
+	closed  *atomic.Bool // the owner's: closed by the user
+	stats   *connStats   // the owner's
+	l       *link
+	pollFor time.Duration // how long a wait polls before it parks
+}
+
 // Lock order: recv.mu before the send gate (Close takes both). The reactor
 // takes neither: it enters the send gate only with one CAS that never
 // waits (sendGate.tryReactor).
@@ -62,8 +73,9 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 		return nil, err
 	}
 	c.link = l
-	c.send = sender{side: c, closed: &c.closed, stats: &c.stats, pollFor: c.pollFor, l: l, q: &l.tx, gate: newSendGate()}
-	c.recv = receiver{side: c, closed: &c.closed, stats: &c.stats, pollFor: c.pollFor, l: l, q: &l.rx, slot: -1}
+	h := half{side: c, closed: &c.closed, stats: &c.stats, l: l, pollFor: c.pollFor}
+	c.send = sender{half: h, q: &l.tx, gate: newSendGate()}
+	c.recv = receiver{half: h, q: &l.rx, slot: -1}
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
 	}

@@ -135,7 +135,7 @@ func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
 			return nil, err
 		}
 		pl.l = l
-		pl.send = sender{side: pl, closed: &pl.closed, stats: &pl.stats, l: l, q: &l.tx, gate: newSendGate()}
+		pl.send = sender{half: half{side: pl, closed: &pl.closed, stats: &pl.stats, l: l}, q: &l.tx, gate: newSendGate()}
 		return l, nil
 	})
 	return nil

@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // receiver is a Conn's reading side. Its methods run in the reading
@@ -17,15 +16,10 @@ import (
 // decodes their messages with the framing's frameReader and hands each
 // buffer back once nothing refers to it any more.
 type receiver struct {
-	side   side
-	closed *atomic.Bool // the owner's: closed by the user
-	stats  *connStats   // the owner's
-	l      *link
-	// pollFor is how long a wait for data polls before it parks.
-	pollFor time.Duration
-	q       *recvQueue
-	frames  frameReader // set once at connect
-	spares  sparePool
+	half
+	q      *recvQueue
+	frames frameReader // set once at connect
+	spares sparePool
 
 	mu     sync.Mutex
 	slot   int    // receive buffer being read; -1 if none

@@ -17,17 +17,12 @@ import (
 // too long (pageWatch). It fills send buffers in order and publishes each
 // by advancing the send queue's head; the reactor does the rest.
 type sender struct {
-	side   side
-	closed *atomic.Bool // the owner's: closed by the user
-	stats  *connStats   // the owner's
-	l      *link
-	// pollFor is how long a wait for a free buffer polls before it parks.
-	pollFor time.Duration
-	q       *sendQueue
-	gate    sendGate
-	frames  frameWriter // set once at connect
-	lazy    bool        // frames wait to fill: a pageWatch flushes them
-	watch   *pageWatch  // nil unless lazy
+	half
+	q      *sendQueue
+	gate   sendGate
+	frames frameWriter // set once at connect
+	lazy   bool        // frames wait to fill: a pageWatch flushes them
+	watch  *pageWatch  // nil unless lazy
 
 	open    bool          // a buffer is being filled: the one at q.head
 	opened  atomic.Uint64 // buffers opened, for the pageWatch to notice

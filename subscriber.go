@@ -325,7 +325,7 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 			return nil, err
 		}
 		sl.l = l
-		sl.recv = receiver{side: sl, closed: &sl.closed, stats: &sl.stats, l: l, q: &l.rx, slot: -1}
+		sl.recv = receiver{half: half{side: sl, closed: &sl.closed, stats: &sl.stats, l: l}, q: &l.rx, slot: -1}
 		return l, nil
 	}, func(netip.AddrPort) {})
 	if err != nil {
