@@ -54,7 +54,7 @@ fuzz: deps
 # that the library never imports): writes benchmarks/results/compare.md and
 # compare.svg. About 6 minutes plus 1.5 for the publish/subscribe rows;
 # `cd benchmarks && go run ./cmd/compare -quick`
-# takes about one.
+# takes about one and a half.
 compare: deps
 	@dpkg -s libzmq3-dev pkg-config >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update && \
