@@ -52,8 +52,9 @@ fuzz: deps
 # Side-by-side comparison with ZeroMQ, Go's net.TCPConn and bare libfabric,
 # each sender and receiver in its own process (benchmarks/, a nested module
 # that the library never imports): writes benchmarks/results/compare.md and
-# compare.svg. About 6 minutes; `cd benchmarks && go run ./cmd/compare -quick`
-# takes about one.
+# compare.svg. About 6 minutes plus 1.5 for the publish/subscribe rows;
+# `cd benchmarks && go run ./cmd/compare -quick`
+# takes about one and a half.
 compare: deps
 	@dpkg -s libzmq3-dev pkg-config >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update && \

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -198,8 +199,18 @@ type binProc struct {
 // startBin starts argv; the test's end kills it if it is still running.
 func startBin(t *testing.T, argv ...string) *binProc {
 	t.Helper()
+	return startBinIn(t, nil, argv...)
+}
+
+// startBinIn is startBin with stdin as the command's standard input (nil:
+// none).
+func startBinIn(t *testing.T, stdin *os.File, argv ...string) *binProc {
+	t.Helper()
 	p := &binProc{argv: argv, lines: make(chan string, 1000), done: make(chan struct{})}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
+	if stdin != nil {
+		p.cmd.Stdin = stdin
+	}
 	p.cmd.Stdout = &p.stdout
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {

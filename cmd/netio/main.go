@@ -5,6 +5,8 @@
 //	netio demo [-provider name] [-mode ll|ht] [-duration d] [-json]
 //	netio recv -listen host:port [-provider name] [-mode ll|ht] [-count n] [-duration d] [-json]
 //	netio send -to host:port [-provider name] [-mode ll|ht] [-size bytes] [-count n] [-duration d] [-json]
+//	netio pub -listen host:port -tag T [-provider name] [-mode ll|ht] [-size bytes] [-rate n] [-count n] [-duration d] [-subscribers n] [-json]
+//	netio sub -to host:port -tag T[,T2...] [-provider name] [-mode ll|ht] [-policy block|drop-oldest|drop-newest] [-buffer n] [-count n] [-duration d] [-json]
 //	netio pong -listen host:port [-provider name] [-count connections] [-json]
 //	netio ping -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
 //	netio info [-provider name] [-json]
@@ -22,6 +24,10 @@
 // clocks). With -mode ht on both sides they use netio's HighThroughput mode
 // (messages batched into pages) instead of the default low-latency one.
 // ping and pong measure round trips and print their distribution.
+// pub and sub are publish/subscribe: pub publishes the lines of its
+// standard input (or a generated load) under a tag to every subscriber,
+// sub subscribes to tags and prints each message with its tag and
+// sequence number, reporting gaps and drops on stderr.
 // info lists the libfabric providers netio can use here, and which of them
 // netio has been tested on; version prints the versions of netio, Go and
 // libfabric.
@@ -59,6 +65,10 @@ commands:
   recv    listen, take one sender's messages, report rate and one-way latency
   send    connect to a recv and send messages as fast as possible
           (both: -mode ht for netio's high-throughput mode)
+  pub     listen for subscribers and publish stdin's lines (or a generated
+          load) under a tag
+  sub     subscribe to tags at a pub and print what arrives; gaps and drops
+          on stderr
   pong    listen and echo every message back
   ping    measure round trips to a pong: percentiles and histogram
   info    list the libfabric providers here, the one netio picks and
@@ -93,6 +103,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return recvMain(rest, stdout, stderr)
 	case "send":
 		return sendMain(rest, stdout, stderr)
+	case "pub":
+		return pubMain(rest, stdout, stderr)
+	case "sub":
+		return subMain(rest, stdout, stderr)
 	case "pong":
 		return pongMain(rest, stdout, stderr)
 	case "ping":

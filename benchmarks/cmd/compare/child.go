@@ -22,11 +22,12 @@ type childArgs struct {
 	Addr    string // the server's address (client only)
 	Warmup  time.Duration
 	Measure time.Duration
+	Subs    int // publish/subscribe: the number of subscribers
 }
 
 func (a *childArgs) flags() []string {
 	return []string{"-role=" + a.Role, "-mode=" + a.Mode, fmt.Sprintf("-size=%d", a.Size),
-		"-addr=" + a.Addr, "-warmup=" + a.Warmup.String(), "-measure=" + a.Measure.String()}
+		"-addr=" + a.Addr, "-warmup=" + a.Warmup.String(), "-measure=" + a.Measure.String(), fmt.Sprintf("-subs=%d", a.Subs)}
 }
 
 func parseChildArgs(args []string) (*childArgs, error) {
@@ -38,6 +39,7 @@ func parseChildArgs(args []string) (*childArgs, error) {
 	fs.StringVar(&a.Addr, "addr", "", "the server's address")
 	fs.DurationVar(&a.Warmup, "warmup", 300*time.Millisecond, "uncounted time after the first message")
 	fs.DurationVar(&a.Measure, "measure", time.Second, "measured time")
+	fs.IntVar(&a.Subs, "subs", 0, "publish/subscribe: the number of subscribers")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

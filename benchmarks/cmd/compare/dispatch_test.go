@@ -10,6 +10,10 @@ import (
 )
 
 func init() {
+	for _, s := range pubsubSystems {
+		testModes = append(testModes, &mode{name: "test-pubsub-" + s.name + "-2", label: s.label, timedBy: "client",
+			server: s.server, client: s.client, subs: 2, system: s.name})
+	}
 	testModes = append(testModes, &mode{name: "test-dying-sender", timedBy: "server",
 		server: tcpReceiver(false),
 		client: func(*childArgs) (*Result, error) { return nil, errors.New("deliberate failure") }})
@@ -167,5 +171,25 @@ func TestCPeerFailure(t *testing.T) {
 	bad := &mode{name: "test-bad-c", timedBy: "server", cArgs: func(*childArgs) []string { return []string{"server", "4", "1", "1", "1"} }}
 	if _, err := r.run(bad, 64); err == nil || !strings.Contains(err.Error(), "size below 8 bytes") {
 		t.Errorf("err = %v, want zmq_thr's complaint", err)
+	}
+}
+
+// TestPubSubPoints runs each publish/subscribe system with two
+// subscribers through the real dispatcher: a publisher process and two
+// subscriber processes, every subscriber's sequence checked from 0.
+func TestPubSubPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	r := testRunner(t)
+	for _, s := range pubsubSystems {
+		m := findMode("test-pubsub-" + s.name + "-2")
+		res, err := r.run(m, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+		if len(res.SubRates) != 2 || res.MsgRate() <= 0 || res.Messages <= 0 {
+			t.Errorf("%s: implausible result %+v", m.name, res)
+		}
 	}
 }

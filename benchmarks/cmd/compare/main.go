@@ -49,6 +49,7 @@ type plan struct {
 	sizes           []int
 	streamModes     []*mode
 	latencyModes    []*mode
+	pubsubModes     []*mode
 	repeat          int
 	warmup, measure time.Duration
 	out             string // directory for the results; "" writes none
@@ -65,7 +66,7 @@ func parentMain(args []string) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "fewer sizes ("+sizeList(quickSizes)+"), 0.2 s + 0.5 s points, one repeat; results in results/quick")
 	sizes := fs.String("sizes", "", "comma-separated message sizes in bytes (default: 8 B to 1 MiB)")
-	modes := fs.String("modes", "", "comma-separated modes to run (default: all); stream: "+modeNames(streamModes)+"; round trip: "+modeNames(latencyModes))
+	modes := fs.String("modes", "", "comma-separated modes to run (default: all); stream: "+modeNames(streamModes)+"; round trip: "+modeNames(latencyModes)+"; publish/subscribe (64 B and 4 KiB, whatever -sizes says): "+modeNames(pubsubModes)+", or pubsub for all of them; a run of publish/subscribe modes alone writes pubsub.{md,json} instead of compare.*")
 	repeat := fs.Int("repeat", 0, "runs per point (default 3, quick 1)")
 	warmup := fs.Duration("warmup", 0, "uncounted warm-up per run (default 300ms, quick 200ms)")
 	measure := fs.Duration("measure", 0, "measured time per run (default 1s, quick 500ms)")
@@ -86,7 +87,7 @@ func parentMain(args []string) int {
 		}
 		return 0
 	}
-	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes,
+	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes, pubsubModes: pubsubModes,
 		repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
 	if *quick {
 		p.sizes = quickSizes
@@ -104,14 +105,20 @@ func parentMain(args []string) int {
 		}
 	}
 	if *modes != "" {
-		p.streamModes, p.latencyModes = nil, nil
+		p.streamModes, p.latencyModes, p.pubsubModes = nil, nil, nil
 		for _, f := range strings.Split(*modes, ",") {
+			if strings.TrimSpace(f) == "pubsub" {
+				p.pubsubModes = append(p.pubsubModes, pubsubModes...)
+				continue
+			}
 			m := findMode(strings.TrimSpace(f))
 			if m == nil {
 				fmt.Fprintf(os.Stderr, "compare: unknown mode %q\n", f)
 				return 2
 			}
-			if m.latency {
+			if m.subs > 0 {
+				p.pubsubModes = append(p.pubsubModes, m)
+			} else if m.latency {
 				p.latencyModes = append(p.latencyModes, m)
 			} else {
 				p.streamModes = append(p.streamModes, m)
@@ -157,9 +164,13 @@ func parentMain(args []string) int {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			return 1
 		}
-		fmt.Printf("wrote %s in %s\n", filepath.Join(p.out, "compare.{md,svg,json}"), rep.Elapsed.Round(time.Second))
+		files := ".{md,svg,json}"
+		if len(rep.Stream) == 0 {
+			files = ".{md,json}"
+		}
+		fmt.Printf("wrote %s in %s\n", filepath.Join(p.out, rep.baseName()+files), rep.Elapsed.Round(time.Second))
 	}
-	for _, pt := range append(append([]*point(nil), rep.Stream...), rep.Latency...) {
+	for _, pt := range append(append(append([]*point(nil), rep.Stream...), rep.Latency...), rep.PubSub...) {
 		if len(pt.Runs) == 0 {
 			return 1
 		}
@@ -180,7 +191,7 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 	start := time.Now()
 	rep := &report{Date: start, Machine: describeMachine(), Command: command,
 		Warmup: p.warmup, Measure: p.measure, Repeat: p.repeat, Sizes: p.sizes}
-	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes)
+	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes) + len(pubsubSizes)*len(p.pubsubModes)
 	done := 0
 	report := func(m *mode, pt *point, took time.Duration) {
 		done++
@@ -188,6 +199,8 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		switch {
 		case len(pt.Runs) == 0:
 			line += "FAILED: " + oneLine(pt.Errors[0])
+		case m.subs > 0:
+			line += fmt.Sprintf("%s msg/s per subscriber (1 -> %d)", cell(pt.rate(), fmtRate), m.subs)
 		case m.latency:
 			med, p99 := pt.latency()
 			line += fmt.Sprintf("round trip median %s µs, p99 %s µs", cell(med, fmtNum), cell(p99, fmtNum))
@@ -231,6 +244,11 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 	if len(p.latencyModes) > 0 {
 		rep.Latency = measure(p.latencyModes, 64)
 	}
+	if len(p.pubsubModes) > 0 {
+		for _, size := range pubsubSizes {
+			rep.PubSub = append(rep.PubSub, measure(p.pubsubModes, size)...)
+		}
+	}
 	rep.Elapsed = time.Since(start)
 	rep.Machine.LoadAfter = loadAverage()
 	return rep
@@ -252,14 +270,14 @@ func (rep *report) write(dir string, png bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "compare.md"), []byte(rep.Markdown()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rep.baseName()+".md"), []byte(rep.Markdown()), 0o644); err != nil {
 		return err
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "compare.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rep.baseName()+".json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
 	if len(rep.Stream) == 0 {
@@ -336,4 +354,14 @@ func netioCommit() string {
 		s += " plus uncommitted changes to the working tree"
 	}
 	return s
+}
+
+// baseName is the name of the report's files: compare, or pubsub for a
+// run of the publish/subscribe rows alone (which must not overwrite a full
+// run's compare.md).
+func (rep *report) baseName() string {
+	if len(rep.Stream) == 0 && len(rep.Latency) == 0 && len(rep.PubSub) > 0 {
+		return "pubsub"
+	}
+	return "compare"
 }

@@ -22,6 +22,9 @@ type Result struct {
 	// Pages is the number of pages (libfabric messages carrying data)
 	// the receiver took in the measured window, where it knows: netio HT.
 	Pages int64 `json:"pages,omitempty"`
+	// SubRates are, for publish/subscribe, each subscriber's messages/s;
+	// Messages and Seconds are then their sums.
+	SubRates []float64 `json:"sub_rates,omitempty"`
 }
 
 // PerPage is messages per page, 0 when unknown.
@@ -32,8 +35,18 @@ func (r Result) PerPage() float64 {
 	return float64(r.Messages) / float64(r.Pages)
 }
 
-// MsgRate is messages (or round trips) per second.
-func (r Result) MsgRate() float64 { return float64(r.Messages) / r.Seconds }
+// MsgRate is messages (or round trips) per second; for publish/subscribe,
+// the mean of the subscribers' rates: messages/s per subscriber.
+func (r Result) MsgRate() float64 {
+	if len(r.SubRates) > 0 {
+		sum := 0.0
+		for _, v := range r.SubRates {
+			sum += v
+		}
+		return sum / float64(len(r.SubRates))
+	}
+	return float64(r.Messages) / r.Seconds
+}
 
 // Gbps is payload Gbit/s.
 func (r Result) Gbps() float64 { return r.MsgRate() * float64(r.Size) * 8 / 1e9 }

@@ -27,6 +27,11 @@ type mode struct {
 	// parent) play both sides instead of this binary; it returns that
 	// program's arguments for one side. server and client are then nil.
 	cArgs func(a *childArgs) []string
+	// subs, for the publish/subscribe rows (pubsubModes), is how many
+	// subscriber processes (clients) the publisher (server) has; system
+	// names the row without the fan-out.
+	subs   int
+	system string
 }
 
 // streamModes are the one-way throughput rows, in table order; netio first.
@@ -56,7 +61,7 @@ var latencyModes = []*mode{
 var testModes []*mode
 
 func findMode(name string) *mode {
-	for _, m := range append(append(append([]*mode(nil), streamModes...), latencyModes...), testModes...) {
+	for _, m := range append(append(append(append([]*mode(nil), streamModes...), latencyModes...), pubsubModes...), testModes...) {
 		if m.name == name {
 			return m
 		}

@@ -78,6 +78,7 @@ type report struct {
 	Sizes   []int         `json:"sizes"`
 	Stream  []*point      `json:"stream"`
 	Latency []*point      `json:"latency"`
+	PubSub  []*point      `json:"pubsub,omitempty"`
 }
 
 func (r *report) streamPoint(modeName string, size int) *point {
@@ -451,8 +452,10 @@ func (r *report) Markdown() string {
 		}
 	}
 
+	r.pubsubTable(w)
+
 	var errs []string
-	for _, p := range append(append([]*point(nil), r.Stream...), r.Latency...) {
+	for _, p := range append(append(append([]*point(nil), r.Stream...), r.Latency...), r.PubSub...) {
 		for _, e := range p.Errors {
 			errs = append(errs, fmt.Sprintf("- %s %s: %s", p.Mode, sizeLabel(p.Size), oneLine(e)))
 		}
@@ -460,7 +463,13 @@ func (r *report) Markdown() string {
 	if len(errs) > 0 {
 		w("\n## Failed runs\n\n%s\n", strings.Join(errs, "\n"))
 	}
-	w("\n## How each row is measured\n\n%s", methodNotes)
+	w("\n## How each row is measured\n\n")
+	if len(r.Stream) > 0 || len(r.Latency) > 0 {
+		w("%s", methodNotes)
+	}
+	if len(r.PubSub) > 0 {
+		w("%s", pubsubNotes)
+	}
 	return b.String()
 }
 

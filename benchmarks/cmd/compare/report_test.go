@@ -143,3 +143,33 @@ func TestWriteAndRerender(t *testing.T) {
 		t.Error("markdown rendered again from compare.json differs")
 	}
 }
+
+func TestPubSubMarkdown(t *testing.T) {
+	rep := &report{Date: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Repeat: 1,
+		PubSub: []*point{
+			{Mode: "pubsub-netio-ll-1", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{40e3}}}},
+			{Mode: "pubsub-netio-ht-4", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{400e3, 600e3, 500e3, 500e3}}}},
+			{Mode: "pubsub-zmq-1", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{1e6}}}},
+			{Mode: "pubsub-zmq-4", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{250e3, 250e3, 250e3, 250e3}}}},
+		}}
+	if rep.baseName() != "pubsub" {
+		t.Errorf("a publish/subscribe run alone is written as %q", rep.baseName())
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"| system | 64 B, 1 -> 1 | 64 B, 1 -> 4 |",
+		"| netio LL (Publish / Subscribe, Block) | 40.0k |  |",
+		"| netio HT (Publish / Subscribe, Block) |  | 500k |",
+		"| ZeroMQ XPUB/SUB, XPUB_NODROP (Go) | 1.00M | 250k |",
+		"| netio LL / ZeroMQ (medians) | 0.04x | - |",
+		"| netio HT / ZeroMQ (medians) | - | 2.00x |",
+		"- **Publish/subscribe**: one publisher process",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "**netio LL**:") {
+		t.Errorf("a publish/subscribe report explains the stream rows:\n%s", md)
+	}
+}

@@ -27,8 +27,9 @@ type runner struct {
 type child struct {
 	role   string
 	cmd    *exec.Cmd
-	lines  chan string   // its standard output, closed at EOF
-	done   chan struct{} // closed once it has exited and its stderr is in
+	stdin  io.WriteCloser // publish/subscribe publishers only: the parent's GO
+	lines  chan string    // its standard output, closed at EOF
+	done   chan struct{}  // closed once it has exited and its stderr is in
 	stderr tailBuffer
 }
 
@@ -48,6 +49,13 @@ func (r *runner) start(m *mode, a childArgs) (*child, error) {
 		c.cmd.Env = append(os.Environ(), childEnv+"=1")
 	}
 	c.cmd.Stderr = &c.stderr
+	if m.subs > 0 && a.Role == "server" {
+		in, err := c.cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		c.stdin = in
+	}
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -125,6 +133,9 @@ func (c *child) name() string {
 // run measures one point once: a fresh server process, a fresh client
 // process, the result from the side that times.
 func (r *runner) run(m *mode, size int) (*Result, error) {
+	if m.subs > 0 {
+		return r.runPubSub(m, size)
+	}
 	a := childArgs{Role: "server", Mode: m.name, Size: size, Warmup: r.warmup, Measure: r.measure}
 	srv, err := r.start(m, a)
 	if err != nil {
