@@ -64,10 +64,11 @@ type tagSub struct {
 
 // pubStats are the publisher's own counters.
 type pubStats struct {
-	published    atomic.Uint64
-	unsubscribed atomic.Uint64
-	dropped      atomic.Uint64
-	subscribers  atomic.Int64
+	published     atomic.Uint64
+	unsubscribed  atomic.Uint64
+	deliveredGone atomic.Uint64 // Delivered of the subscribers that left
+	dropped       atomic.Uint64
+	subscribers   atomic.Int64
 }
 
 // PublisherStats are a Publisher's counters since it started.
@@ -195,6 +196,7 @@ func (p *Publisher) Stats() PublisherStats {
 		Unsubscribed: p.stats.unsubscribed.Load(),
 		Dropped:      p.stats.dropped.Load(),
 		Subscribers:  int(p.stats.subscribers.Load()),
+		Delivered:    p.stats.deliveredGone.Load(),
 	}
 	for _, pl := range *p.links.Load() {
 		s.Delivered += pl.send.delivered()
@@ -417,6 +419,9 @@ func (pl *pubLink) progress() bool {
 		pl.closed.Store(true)
 		pl.send.gate.unlock()
 		pl.letGo = true
+		// Counted before it leaves the list, so that Delivered never goes
+		// down (a Stats between the two may count it twice for a moment).
+		p.stats.deliveredGone.Add(pl.send.delivered())
 		p.setLinks(nil, pl)
 		pl.l.close()
 	}

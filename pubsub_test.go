@@ -334,3 +334,30 @@ func TestPublisherCloseUnblocksPublish(t *testing.T) {
 		t.Fatal("Publish still blocked after Close")
 	}
 }
+
+// PublisherStats are a Publisher's counters since it started: what was
+// delivered to a subscriber that left stays counted.
+func TestPublisherDeliveredKeepsLeftSubscribers(t *testing.T) {
+	p := listenPublisher(t)
+	s := subscribe(t, p, []uint64{1})
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	for i := 0; i < 10; i++ {
+		if err := p.Publish(ctx, 1, payload(1, i, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive(t, s, 10)
+	if d := p.Stats().Delivered; d != 10 {
+		t.Fatalf("Delivered %d with the subscriber connected, want 10", d)
+	}
+	s.Close()
+	for deadline := time.Now().Add(hangTimeout); p.Stats().Subscribers > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscriber did not leave")
+		}
+	}
+	if d := p.Stats().Delivered; d != 10 {
+		t.Errorf("Delivered %d after the subscriber left, want 10: a counter since the start does not go down", d)
+	}
+}
