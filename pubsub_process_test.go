@@ -454,8 +454,15 @@ func TestPubSubDropPolicies(t *testing.T) {
 			}()
 			receive(t, reader, n)
 			<-published
-			// The stalled one holds the buffer's worth, and counts the rest.
+			// The stalled one holds the buffer's worth, and counts the rest
+			// (the dispatcher gives it each message after the reader).
 			st := stalled.Stats()
+			for deadline := time.Now().Add(hangTimeout); st.Received+st.Dropped < n; st = stalled.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("stalled subscription accounts for %d of %d: %+v", st.Received+st.Dropped, n, st)
+				}
+				time.Sleep(time.Millisecond)
+			}
 			if st.Received != buffer || st.Dropped != n-buffer || st.Gaps != 0 {
 				t.Fatalf("stalled subscription stats %+v, want %d received and %d dropped", st, buffer, n-buffer)
 			}
