@@ -319,3 +319,53 @@ func Example_errors() {
 	// closed: true
 	// bad port: true invalid port
 }
+
+// A Dialer and a ListenConfig take a Config instead of options: here one
+// that a configuration file could fill, the mode given by name.
+func ExampleDialer() {
+	var cfg netio.Config
+	if err := cfg.Mode.UnmarshalText([]byte("high-throughput")); err != nil {
+		log.Fatal(err)
+	}
+	lc := netio.ListenConfig{Config: cfg}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	d := netio.Dialer{Config: cfg}
+	c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	c.Write([]byte("from a Dialer"))
+	c.Flush()
+	msg, err := s.AppendMessage(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s in %v mode\n", msg, cfg.Mode)
+	// Output: from a Dialer in high-throughput mode
+}
+
+// AcceptContext gives up when its context ends; the listener stays open.
+func ExampleListener_AcceptContext() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = ln.AcceptContext(ctx) // nobody dials
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output: true
+}
