@@ -369,3 +369,41 @@ func ExampleListener_AcceptContext() {
 	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 	// Output: true
 }
+
+// ReadMessageContext waits for a message until its context ends; the
+// connection stays usable. NextMessageContext does the same for
+// NextMessage.
+func ExampleConn_ReadMessageContext() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	buf := make([]byte, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = s.ReadMessageContext(ctx, buf) // nothing was sent
+	fmt.Println("gave up:", errors.Is(err, context.DeadlineExceeded))
+
+	c.Write([]byte("late"))
+	m, err := s.NextMessageContext(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("then read:", string(m.Bytes()))
+	m.Release()
+	// Output:
+	// gave up: true
+	// then read: late
+}
