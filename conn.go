@@ -343,6 +343,28 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// CloseWrite closes the writing side of the connection, as
+// *net.TCPConn's does (shutdown(SHUT_WR)): what was written is sent,
+// including a HighThroughput connection's partly filled page, and then
+// the peer reads io.EOF after the last message, while this side goes on
+// reading what the peer sends. Write, Flush and TryWrite then fail with
+// syscall.EPIPE in a *net.OpError. CloseWrite does not wait for the data
+// to be delivered; Close, which is still needed to free the connection,
+// does. Calling it again does nothing; after Close it returns
+// net.ErrClosed.
+func (c *Conn) CloseWrite() error {
+	if c.closed.Load() {
+		return c.opError("close", net.ErrClosed)
+	}
+	if !c.send.shutWrite() {
+		return nil
+	}
+	if err := c.eng.r.SubmitFunc(c.link.closeWrite); err != nil {
+		return c.opError("close", err)
+	}
+	return nil
+}
+
 // startClose closes c without waiting for what was written to go out; the
 // returned channel is closed when it has (nil when there is nothing to
 // wait for). Closing many connections this way and then waiting takes one

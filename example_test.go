@@ -407,3 +407,47 @@ func ExampleConn_ReadMessageContext() {
 	// gave up: true
 	// then read: late
 }
+
+// CloseWrite ends what this side sends, as a TCP half-close does: the peer
+// reads io.EOF after the last message, and can still answer.
+func ExampleConn_CloseWrite() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	go func() { // counts the requests until io.EOF, then answers
+		s, err := ln.AcceptConn()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		n := 0
+		for {
+			if _, err := s.AppendMessage(nil); err != nil {
+				break // io.EOF: the client has said everything
+			}
+			n++
+		}
+		fmt.Fprintf(s, "%d requests", n)
+	}()
+
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for _, req := range []string{"a", "b", "c"} {
+		c.Write([]byte(req))
+	}
+	if err := c.CloseWrite(); err != nil {
+		log.Fatal(err)
+	}
+	reply, err := c.AppendMessage(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(reply))
+	// Output: 3 requests
+}

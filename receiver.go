@@ -461,6 +461,21 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		c.stopWaiting(&q.waiting)
 		return c.opError("read", net.ErrClosed)
 	}
+	if q.fin.Load() {
+		// The peer closed its writing side (or is closing): nothing
+		// follows what has arrived, and the link may stay open for our
+		// writes.
+		c.stopWaiting(&q.waiting)
+		switch {
+		case r.arrived():
+			return nil
+		case r.failed != nil:
+			return c.opError("read", r.failed)
+		case r.pos.inMsg:
+			return c.opError("read", errCutShort)
+		}
+		return io.EOF
+	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
 			c.stopWaiting(&q.waiting)
