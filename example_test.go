@@ -2,6 +2,7 @@ package netio_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -353,6 +354,29 @@ func ExampleDialer() {
 	}
 	fmt.Printf("%s in %v mode\n", msg, cfg.Mode)
 	// Output: from a Dialer in high-throughput mode
+}
+
+// A ListenConfig's Config can come from a configuration file: the mode
+// is decoded by name (Mode.UnmarshalText), zero fields are defaults.
+func ExampleListenConfig() {
+	var cfg netio.Config
+	if err := json.Unmarshal([]byte(`{"Mode": "ht", "Backlog": 16}`), &cfg); err != nil {
+		log.Fatal(err)
+	}
+	lc := netio.ListenConfig{Config: cfg}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	fmt.Println("listening in", cfg.Mode, "mode")
+
+	// A Dialer in the other mode is turned away.
+	_, err = (&netio.Dialer{}).Dial("tcp", ln.Addr().String())
+	fmt.Println(errors.Is(err, netio.ErrRejected))
+	// Output:
+	// listening in high-throughput mode
+	// true
 }
 
 // AcceptContext gives up when its context ends; the listener stays open.
