@@ -43,17 +43,26 @@ var (
 // ListenPublisher's common part. The engine reference it takes is the
 // owner's, given back by close.
 func listen(op, network, address string, opts []Option, r role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
+	return listenContext(context.Background(), op, network, address, opts, r, owner)
+}
+
+// listenContext is listen that fails at once when ctx has ended, and
+// bounds the host lookup that explains a failed resolution by ctx.
+func listenContext(ctx context.Context, op, network, address string, opts []Option, r role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
 	a, err := parseArgs(op, network, address, "0.0.0.0", opts)
 	if err != nil {
 		return nil, Config{}, err
 	}
 	cfg, prov, host, port, opErr := a.cfg, a.provider, a.host, a.port, a.opError
+	if err := ctx.Err(); err != nil {
+		return nil, cfg, opErr(err)
+	}
 	if port == "" {
 		port = "0"
 	}
 	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, cfg, opErr(a.lookupError(context.Background(), err))
+		return nil, cfg, opErr(a.lookupError(ctx, err))
 	}
 	defer infos.Free()
 	eng, err := acquireEngine()

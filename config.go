@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -15,13 +16,18 @@ type Config struct {
 	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
 	// posts (header included); the peer fragments its messages, or sizes
-	// its pages, to fit. Zero means DefaultBufferSize, or DefaultPageSize
-	// in HighThroughput mode. At least 4 KiB.
+	// its pages, to fit. At least 4 KiB. Zero means the default of the
+	// Mode:
+	//
+	//	LowLatency      DefaultBufferSize  256 KiB  (a fragment)
+	//	HighThroughput  DefaultPageSize      1 MiB  (a page)
 	BufferSize int
 	// Window is the number of receive buffers (pages) this side posts, so
-	// the number of messages (pages) the peer may have in flight. Zero
-	// means DefaultWindow, or DefaultPages in HighThroughput mode. At
-	// least 4.
+	// the number of messages (pages) the peer may have in flight. At
+	// least 4. Zero means the default of the Mode:
+	//
+	//	LowLatency      DefaultWindow  16 buffers
+	//	HighThroughput  DefaultPages    8 pages
 	//
 	// A connection's registered memory is bounded by BufferSize × Window
 	// for receiving plus as much for sending: 2 × 8 × 1 MiB = 16 MiB with
@@ -103,6 +109,43 @@ func (p Policy) String() string {
 		return policyNames[p]
 	}
 	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// ParsePolicy returns the policy named s: "block", "drop-oldest" or
+// "drop-newest", in any case; the constants' own names ("DropOldest") are
+// taken too. Any other s is an error that wraps ErrInvalidConfig.
+func ParsePolicy(s string) (Policy, error) {
+	switch strings.ToLower(s) {
+	case "block":
+		return Block, nil
+	case "drop-oldest", "dropoldest":
+		return DropOldest, nil
+	case "drop-newest", "dropnewest":
+		return DropNewest, nil
+	}
+	return 0, invalid("unknown policy %q (want block, drop-oldest or drop-newest)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler: the policy's name, as
+// String gives it. A policy that does not exist is an error that wraps
+// ErrInvalidConfig.
+func (p Policy) MarshalText() ([]byte, error) {
+	if err := checkPolicy(p); err != nil {
+		return nil, err
+	}
+	return []byte(policyNames[p]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParsePolicy, for
+// flag.TextVar and configuration decoders. On an error p is left as it
+// was.
+func (p *Policy) UnmarshalText(text []byte) error {
+	v, err := ParsePolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }
 
 func checkPolicy(p Policy) error {

@@ -266,7 +266,31 @@ func (c *Conn) Read(p []byte) (int, error) { return c.recv.read(p) }
 // io.ErrShortBuffer (wrapped) and MessageLen, AppendMessage or
 // NextMessage can take it. If Read has consumed part of a message,
 // ReadMessage returns the rest.
-func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(p) }
+func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(nil, p) }
+
+// ReadMessageContext is ReadMessage bounded by ctx as well as by the read
+// deadline. When ctx ends first it returns a *net.OpError wrapping
+// ctx.Err(), so that errors.Is finds context.Canceled or
+// context.DeadlineExceeded; a ctx that has already ended fails at once,
+// even when a message is waiting, which stays for the next read. A ctx
+// that cannot end (context.Background()) costs nothing over ReadMessage.
+// As with a deadline, a message larger than a buffer whose later
+// fragments are still coming is returned in part with the error; the next
+// read returns the rest.
+func (c *Conn) ReadMessageContext(ctx context.Context, p []byte) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, c.opError("read", err)
+	}
+	return c.recv.readMessage(waitContext(ctx), p)
+}
+
+// waitContext is ctx for a wait, or nil when ctx can never end.
+func waitContext(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return nil
+	}
+	return ctx
+}
 
 // AppendMessage reads one whole message, appends it to dst and returns the
 // extended slice. It allocates only when dst lacks the capacity.
@@ -281,7 +305,18 @@ func (c *Conn) MessageLen() (int, error) { return c.recv.messageLen() }
 // (larger than a page, or than the peer's fragments) is joined in a spare
 // buffer that Release recycles, so the steady state allocates nothing.
 // If Read has consumed part of a message, NextMessage returns the rest.
-func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage() }
+func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage(nil) }
+
+// NextMessageContext is NextMessage bounded by ctx as well as by the read
+// deadline, with ReadMessageContext's errors: a *net.OpError wrapping
+// ctx.Err() when ctx ends first, at once if it already has. A ctx that
+// cannot end (context.Background()) costs nothing over NextMessage.
+func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
+	if err := ctx.Err(); err != nil {
+		return Message{}, c.opError("read", err)
+	}
+	return c.recv.nextMessage(waitContext(ctx))
+}
 
 // Next returns the next message without copying it: the slice points into
 // the receive buffer and is valid only until the next read on c (Read,
@@ -316,6 +351,28 @@ func (c *Conn) Close() error {
 	select {
 	case <-released:
 	case <-t.C:
+	}
+	return nil
+}
+
+// CloseWrite closes the writing side of the connection, as
+// *net.TCPConn's does (shutdown(SHUT_WR)): what was written is sent,
+// including a HighThroughput connection's partly filled page, and then
+// the peer reads io.EOF after the last message, while this side goes on
+// reading what the peer sends. Write, Flush and TryWrite then fail with
+// syscall.EPIPE in a *net.OpError. CloseWrite does not wait for the data
+// to be delivered; Close, which is still needed to free the connection,
+// does. Calling it again does nothing; after Close it returns
+// net.ErrClosed.
+func (c *Conn) CloseWrite() error {
+	if c.closed.Load() {
+		return c.opError("close", net.ErrClosed)
+	}
+	if !c.send.shutWrite() {
+		return nil
+	}
+	if err := c.eng.r.SubmitFunc(c.link.closeWrite); err != nil {
+		return c.opError("close", err)
 	}
 	return nil
 }

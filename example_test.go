@@ -2,6 +2,7 @@ package netio_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -318,4 +319,159 @@ func Example_errors() {
 	// peer closed: true
 	// closed: true
 	// bad port: true invalid port
+}
+
+// A Dialer and a ListenConfig take a Config instead of options: here one
+// that a configuration file could fill, the mode given by name.
+func ExampleDialer() {
+	var cfg netio.Config
+	if err := cfg.Mode.UnmarshalText([]byte("high-throughput")); err != nil {
+		log.Fatal(err)
+	}
+	lc := netio.ListenConfig{Config: cfg}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	d := netio.Dialer{Config: cfg}
+	c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	c.Write([]byte("from a Dialer"))
+	c.Flush()
+	msg, err := s.AppendMessage(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s in %v mode\n", msg, cfg.Mode)
+	// Output: from a Dialer in high-throughput mode
+}
+
+// A ListenConfig's Config can come from a configuration file: the mode
+// is decoded by name (Mode.UnmarshalText), zero fields are defaults.
+func ExampleListenConfig() {
+	var cfg netio.Config
+	if err := json.Unmarshal([]byte(`{"Mode": "ht", "Backlog": 16}`), &cfg); err != nil {
+		log.Fatal(err)
+	}
+	lc := netio.ListenConfig{Config: cfg}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	fmt.Println("listening in", cfg.Mode, "mode")
+
+	// A Dialer in the other mode is turned away.
+	_, err = (&netio.Dialer{}).Dial("tcp", ln.Addr().String())
+	fmt.Println(errors.Is(err, netio.ErrRejected))
+	// Output:
+	// listening in high-throughput mode
+	// true
+}
+
+// AcceptContext gives up when its context ends; the listener stays open.
+func ExampleListener_AcceptContext() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = ln.AcceptContext(ctx) // nobody dials
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output: true
+}
+
+// ReadMessageContext waits for a message until its context ends; the
+// connection stays usable. NextMessageContext does the same for
+// NextMessage.
+func ExampleConn_ReadMessageContext() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	buf := make([]byte, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err = s.ReadMessageContext(ctx, buf) // nothing was sent
+	fmt.Println("gave up:", errors.Is(err, context.DeadlineExceeded))
+
+	c.Write([]byte("late"))
+	m, err := s.NextMessageContext(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("then read:", string(m.Bytes()))
+	m.Release()
+	// Output:
+	// gave up: true
+	// then read: late
+}
+
+// CloseWrite ends what this side sends, as a TCP half-close does: the peer
+// reads io.EOF after the last message, and can still answer.
+func ExampleConn_CloseWrite() {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	go func() { // counts the requests until io.EOF, then answers
+		s, err := ln.AcceptConn()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		n := 0
+		for {
+			if _, err := s.AppendMessage(nil); err != nil {
+				break // io.EOF: the client has said everything
+			}
+			n++
+		}
+		fmt.Fprintf(s, "%d requests", n)
+	}()
+
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for _, req := range []string{"a", "b", "c"} {
+		c.Write([]byte(req))
+	}
+	if err := c.CloseWrite(); err != nil {
+		log.Fatal(err)
+	}
+	reply, err := c.AppendMessage(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(reply))
+	// Output: 3 requests
 }

@@ -48,6 +48,7 @@ type link struct {
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
 	finSent     bool
 	finRecv     bool
+	shutWrite   bool             // the owner closed its writing side: FIN follows what it wrote
 	ctlOut      [][]byte         // the owner's control messages waiting to go, kind first
 	onMessage   func(msg []byte) // data on the reactor (Config.OnMessage), or nil
 	assembled   []byte           // onMessage's message from several fragments
@@ -565,6 +566,8 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
 	case h.kind == kindFin:
 		l.finRecv = true
+		l.rx.fin.Store(true) // after the data before it, in ready
+		l.rxNotify = true    // a waiting reader reads io.EOF
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
 		payload := b[headerSize : headerSize+int(h.fragLen)]
@@ -660,13 +663,19 @@ func (l *link) service() {
 	}
 	e.segBuf = segs[:0]
 	// An explicit credit return when enough is owed or the peer is stuck.
-	// After the peer's FIN it sends nothing more and needs no credit.
-	if !l.finRecv && l.credit.returnable() {
+	// After the peer's FIN it sends no data, but a peer that only closed
+	// its writing side (CloseWrite) still reads, and returns our credits
+	// in control messages that need credits of their own: these must keep
+	// coming back, or both sides could end up waiting for the other's.
+	if l.credit.returnable() {
 		l.sendControl(kindCredit)
 	}
 	l.rx.urgent.Store(l.credit.peerStarved())
-	if l.life.state == linkDraining {
+	switch {
+	case l.life.state == linkDraining:
 		l.continueClose()
+	case l.shutWrite:
+		l.sendFin()
 	}
 	if len(segs) > 0 || l.credit.owing() {
 		e.markDirty(l)
@@ -768,12 +777,28 @@ func (l *link) closeAndWait() {
 	}
 }
 
-// continueClose sends FIN once everything written is posted, and finishes
-// once every send has completed, so fi_shutdown loses nothing.
-func (l *link) continueClose() {
+// closeWrite closes the owner's writing side and not the link: FIN goes
+// once everything written is posted, and the link goes on receiving. A
+// later close sends no second FIN. On the reactor.
+func (l *link) closeWrite() {
+	if l.life.state != linkOpen {
+		return // closing sends FIN itself; an ended link sends nothing
+	}
+	l.shutWrite = true
+	l.service()
+}
+
+// sendFin sends FIN, once, when everything written is posted.
+func (l *link) sendFin() {
 	if !l.finSent && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 {
 		l.finSent = l.sendControl(kindFin)
 	}
+}
+
+// continueClose sends FIN once everything written is posted, and finishes
+// once every send has completed, so fi_shutdown loses nothing.
+func (l *link) continueClose() {
+	l.sendFin()
 	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {
 		l.finishClose()
 	}

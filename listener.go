@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"sync"
@@ -26,8 +27,13 @@ type Listener struct {
 // provider named by network ("" picks DefaultNetwork or $NETIO_PROVIDER).
 // The options apply to every accepted connection.
 func Listen(network, address string, opts ...Option) (*Listener, error) {
+	return listenConns(context.Background(), network, address, opts)
+}
+
+// listenConns is Listen and ListenConfig.Listen.
+func listenConns(ctx context.Context, network, address string, opts []Option) (*Listener, error) {
 	var l *Listener
-	_, _, err := listen("listen", network, address, opts, roleConn, func(ac *acceptor, cfg Config) acceptorOwner {
+	_, _, err := listenContext(ctx, "listen", network, address, opts, roleConn, func(ac *acceptor, cfg Config) acceptorOwner {
 		l = &Listener{ac: ac, eng: ac.eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
 		return l
 	})
@@ -91,6 +97,25 @@ func (l *Listener) AcceptConn() (*Conn, error) {
 		return c, nil
 	case <-l.closing:
 		return nil, l.opError("accept", net.ErrClosed)
+	}
+}
+
+// AcceptContext is AcceptConn that gives up when ctx ends: it returns a
+// *net.OpError wrapping ctx.Err() (so errors.Is finds context.Canceled or
+// context.DeadlineExceeded) and leaves the listener open. A ctx that has
+// already ended fails at once, even when a connection is waiting; that
+// connection stays queued for the next Accept.
+func (l *Listener) AcceptContext(ctx context.Context) (*Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, l.opError("accept", err)
+	}
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-l.closing:
+		return nil, l.opError("accept", net.ErrClosed)
+	case <-ctx.Done():
+		return nil, l.opError("accept", ctx.Err())
 	}
 }
 

@@ -55,6 +55,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/netio-go/netio/reactor"
@@ -65,11 +66,13 @@ const (
 	// DefaultNetwork is the provider used when the network is "" and
 	// $NETIO_PROVIDER is unset: libfabric's tcp provider works everywhere.
 	DefaultNetwork = "tcp"
-	// DefaultBufferSize is the size of one receive buffer. Messages larger
-	// than a buffer are sent in fragments of this size.
+	// DefaultBufferSize is Config.BufferSize in LowLatency mode: the size
+	// of one receive buffer. Messages larger than a buffer are sent in
+	// fragments of this size. HighThroughput mode uses DefaultPageSize.
 	DefaultBufferSize = 256 << 10
-	// DefaultWindow is the number of receive buffers each side posts: the
-	// credits the peer may use before it has to wait.
+	// DefaultWindow is Config.Window in LowLatency mode: the number of
+	// receive buffers each side posts, the credits the peer may use before
+	// it has to wait. HighThroughput mode uses DefaultPages.
 	DefaultWindow = 16
 	// DefaultMaxMessageSize is the largest message a connection accepts.
 	DefaultMaxMessageSize = 64 << 20
@@ -86,11 +89,14 @@ const (
 	// sleeps (yielding the CPU on every round); $NETIO_SPIN overrides it
 	// (a Go duration; 0 never polls). It is the reactor package's default.
 	DefaultSpin = reactor.DefaultSpin
-	// DefaultPageSize is the page size of a HighThroughput connection
-	// (Config.BufferSize), as in NetIO.
+	// DefaultPageSize is Config.BufferSize in HighThroughput mode: the
+	// size of a page, as in NetIO. It is not another name for
+	// DefaultBufferSize, which is the LowLatency default of the same
+	// field: the zero BufferSize means one or the other by Config.Mode.
 	DefaultPageSize = 1 << 20
-	// DefaultPages is the number of receive pages a HighThroughput
-	// connection posts (Config.Window).
+	// DefaultPages is Config.Window in HighThroughput mode: the number of
+	// receive pages each side posts. DefaultWindow is the LowLatency
+	// default of the same field.
 	DefaultPages = 8
 	// DefaultFlushInterval bounds how long a partly filled page waits
 	// before it is sent, as in NetIO.
@@ -121,15 +127,51 @@ const (
 	HighThroughput
 )
 
-// String returns the mode's name.
+var modeNames = [...]string{"low-latency", "high-throughput"}
+
+// String returns the mode's name: "low-latency" or "high-throughput".
 func (m Mode) String() string {
-	switch m {
-	case LowLatency:
-		return "low-latency"
-	case HighThroughput:
-		return "high-throughput"
+	if int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseMode returns the mode named s: "low-latency" (or "ll") or
+// "high-throughput" (or "ht"), in any case; the constants' own names,
+// "LowLatency" and "HighThroughput", are taken too. Any other s is an
+// error that wraps ErrInvalidConfig.
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(s) {
+	case "low-latency", "ll", "lowlatency":
+		return LowLatency, nil
+	case "high-throughput", "ht", "highthroughput":
+		return HighThroughput, nil
+	}
+	return 0, invalid("unknown mode %q (want low-latency or high-throughput)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler: the mode's name, as
+// String gives it, so that a Mode in a JSON, YAML or TOML configuration
+// reads "low-latency" or "high-throughput". A mode that does not exist is
+// an error that wraps ErrInvalidConfig.
+func (m Mode) MarshalText() ([]byte, error) {
+	if err := checkMode(m); err != nil {
+		return nil, err
+	}
+	return []byte(modeNames[m]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseMode, so
+// that flag.TextVar and configuration decoders take a mode by name. On an
+// error m is left as it was.
+func (m *Mode) UnmarshalText(text []byte) error {
+	v, err := ParseMode(string(text))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
 }
 
 // args are Dial's or Listen's arguments, checked.

@@ -51,7 +51,12 @@ type recvQueue struct {
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once
 	held    atomic.Bool    // Messages may outlive the connection (zero-copy reads)
 	waiting atomic.Bool    // a reader waits: the reactor wakes it
-	wake    *waker
+	// fin is the peer's FIN received, set after the buffers that came
+	// before it are in ready: once they are read, the stream has ended,
+	// though the link may still be open for sending (the peer's
+	// CloseWrite).
+	fin  atomic.Bool
+	wake *waker
 }
 
 // payload is the data of buffer slot, as its header describes it.

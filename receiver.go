@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,19 +64,19 @@ func (r *receiver) read(p []byte) (int, error) {
 		if n > 0 {
 			return n, nil
 		}
-		if err := r.waitReadable(); err != nil {
+		if err := r.waitReadable(nil); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// atMessage takes the read lock and waits for a message; on an error it
-// has let the lock go again.
-func (r *receiver) atMessage() error {
+// atMessage takes the read lock and waits for a message, or until ctx
+// (nil: none) ends; on an error it has let the lock go again.
+func (r *receiver) atMessage(ctx context.Context) error {
 	r.mu.Lock()
 	err := r.readable()
 	if err == nil {
-		err = r.waitMessage()
+		err = r.waitMessage(ctx)
 	}
 	if err != nil {
 		r.mu.Unlock()
@@ -83,19 +84,20 @@ func (r *receiver) atMessage() error {
 	return err
 }
 
-func (r *receiver) readMessage(p []byte) (int, error) {
-	if err := r.atMessage(); err != nil {
+// readMessage is ReadMessage, bounded by ctx unless it is nil.
+func (r *receiver) readMessage(ctx context.Context, p []byte) (int, error) {
+	if err := r.atMessage(ctx); err != nil {
 		return 0, err
 	}
 	defer r.mu.Unlock()
 	if r.pos.left > uint64(len(p)) {
 		return 0, r.side.opError("read", io.ErrShortBuffer)
 	}
-	return r.readRest(p)
+	return r.readRest(ctx, p)
 }
 
 func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
-	if err := r.atMessage(); err != nil {
+	if err := r.atMessage(nil); err != nil {
 		return dst, err
 	}
 	defer r.mu.Unlock()
@@ -105,19 +107,20 @@ func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
 		copy(grown, dst)
 		dst = grown
 	}
-	n, err := r.readRest(dst[start : start+int(r.pos.left)])
+	n, err := r.readRest(nil, dst[start:start+int(r.pos.left)])
 	return dst[:start+n], err
 }
 
 func (r *receiver) messageLen() (int, error) {
-	if err := r.atMessage(); err != nil {
+	if err := r.atMessage(nil); err != nil {
 		return 0, err
 	}
 	defer r.mu.Unlock()
 	return int(r.pos.left), nil
 }
 
-func (r *receiver) nextMessage() (Message, error) {
+// nextMessage is NextMessage, bounded by ctx unless it is nil.
+func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m, ok := r.nextInBuffer(); ok {
@@ -126,7 +129,7 @@ func (r *receiver) nextMessage() (Message, error) {
 	if err := r.readable(); err != nil {
 		return Message{}, err
 	}
-	if err := r.waitMessage(); err != nil {
+	if err := r.waitMessage(ctx); err != nil {
 		return Message{}, err
 	}
 	if !r.q.held.Load() {
@@ -139,7 +142,7 @@ func (r *receiver) nextMessage() (Message, error) {
 		return m, nil
 	}
 	buf := r.spares.get(int(r.pos.left))
-	n, err := r.readRest(buf)
+	n, err := r.readRest(ctx, buf)
 	if err != nil {
 		r.spares.put(buf)
 		return Message{}, err
@@ -227,7 +230,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 	if err := r.readable(); err != nil {
 		return nil, err
 	}
-	if err := r.waitMessage(); err != nil {
+	if err := r.waitMessage(nil); err != nil {
 		return nil, err
 	}
 	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
@@ -244,7 +247,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 			r.joined = buf // kept for the next one; larger ones are not
 		}
 	}
-	n, err := r.readRest(buf[:r.pos.left])
+	n, err := r.readRest(nil, buf[:r.pos.left])
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +276,8 @@ func (r *receiver) nextInBuffer() (Message, bool) {
 }
 
 // waitMessage waits until the first bytes of a message (or the rest of a
-// partly read one) are at hand.
-func (r *receiver) waitMessage() error {
+// partly read one) are at hand, or until ctx (nil: none) ends.
+func (r *receiver) waitMessage(ctx context.Context) error {
 	for {
 		ok, err := r.position()
 		if err != nil {
@@ -283,15 +286,15 @@ func (r *receiver) waitMessage() error {
 		if ok {
 			return nil
 		}
-		if err := r.waitReadable(); err != nil {
+		if err := r.waitReadable(ctx); err != nil {
 			return err
 		}
 	}
 }
 
 // readRest copies the rest of the current message into p, which is large
-// enough, waiting for its later buffers.
-func (r *receiver) readRest(p []byte) (int, error) {
+// enough, waiting for its later buffers, bounded by ctx unless it is nil.
+func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 	n := 0
 	for {
 		k := copy(p[n:], r.pos.chunk())
@@ -302,7 +305,7 @@ func (r *receiver) readRest(p []byte) (int, error) {
 		}
 		// The rest of the message is still coming. On an error, what was
 		// consumed stays consumed: the next call returns the rest.
-		if err := r.waitMessage(); err != nil {
+		if err := r.waitMessage(ctx); err != nil {
 			return n, err
 		}
 	}
@@ -419,8 +422,10 @@ var errOnMessage = errors.New("netio: messages go to Config.OnMessage")
 var errCutShort = fmt.Errorf("%w: connection ended inside a message", io.ErrUnexpectedEOF)
 
 // waitReadable blocks until a buffer arrives, the connection ends, Close
-// is called or the read deadline passes.
-func (r *receiver) waitReadable() error {
+// is called, the read deadline passes or ctx ends. A nil ctx is none: the
+// plain reads pass nil, and so do the Context ones for a ctx that cannot
+// end (Done() == nil), which then cost nothing more.
+func (r *receiver) waitReadable(ctx context.Context) error {
 	c, q, life := r.side, r.q, &r.l.life
 	if pollReady(r.pollFor, r.l, r.closed, r.arrived) {
 		return nil
@@ -450,9 +455,38 @@ func (r *receiver) waitReadable() error {
 		c.stopWaiting(&q.waiting)
 		return c.opError("read", net.ErrClosed)
 	}
+	if q.fin.Load() {
+		// The peer closed its writing side (or is closing): nothing
+		// follows what has arrived, and the link may stay open for our
+		// writes.
+		c.stopWaiting(&q.waiting)
+		switch {
+		case r.arrived():
+			return nil
+		case r.failed != nil:
+			return c.opError("read", r.failed)
+		case r.pos.inMsg:
+			return c.opError("read", errCutShort)
+		}
+		return io.EOF
+	}
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			c.stopWaiting(&q.waiting)
+			return c.opError("read", err)
+		}
+		// The end of ctx wakes the parked reader, as a deadline does. A
+		// wake that comes after it has left makes a later wait return
+		// early, and its caller looks again.
+		stop := context.AfterFunc(ctx, q.wake.wake)
+		defer stop()
+	}
 	r.l.eng.parks.Add(1)
 	err := q.wake.wait()
 	c.stopWaiting(&q.waiting)
+	if ctx != nil && ctx.Err() != nil && !r.closed.Load() && !r.arrived() {
+		return c.opError("read", ctx.Err())
+	}
 	if err != nil {
 		if r.closed.Load() {
 			return c.opError("read", net.ErrClosed)

@@ -27,6 +27,7 @@ type sender struct {
 	open    bool          // a buffer is being filled: the one at q.head
 	opened  atomic.Uint64 // buffers opened, for the pageWatch to notice
 	failed  error         // a write that stopped half-way: the stream cannot go on
+	shut    bool          // CloseWrite: writes fail with EPIPE
 	msgs    uint64        // messages written
 	bytes   uint64        // their bytes
 	maxSend int           // set once at connect
@@ -202,12 +203,30 @@ func (s *sender) sealForClose() {
 	s.gate.unlock()
 }
 
-// writable checks, before a write of n bytes, for Close, the deadline, a
-// dead connection, an earlier failure and the size limit.
+// shutWrite seals what was written and makes every later write fail, for
+// CloseWrite; it reports false if it was done already.
+func (s *sender) shutWrite() bool {
+	s.gate.lock()
+	defer s.gate.unlock()
+	if s.shut {
+		return false
+	}
+	if s.open {
+		s.seal(flushExplicit)
+	}
+	s.shut = true
+	return true
+}
+
+// writable checks, before a write of n bytes, for Close, CloseWrite, the
+// deadline, a dead connection, an earlier failure and the size limit.
 func (s *sender) writable(n int) error {
 	switch {
 	case s.closed.Load():
 		return s.side.opError("write", net.ErrClosed)
+	case s.shut:
+		// As a socket after shutdown(SHUT_WR), and *net.TCPConn.
+		return s.side.opError("write", syscall.EPIPE)
 	case expired(&s.deadline):
 		return s.side.opError("write", os.ErrDeadlineExceeded)
 	case s.l.life.ended.Load():

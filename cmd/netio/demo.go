@@ -284,7 +284,9 @@ func roundTrip(ctx context.Context, p pair, cfg demoConfig) (rttResult, error) {
 		defer p.client.Close() // the echo loop sees io.EOF and ends
 		ping := make([]byte, smallSize)
 		pong := make([]byte, smallSize)
-		for len(samples) < cfg.pings && time.Since(start) < cfg.duration && ctx.Err() == nil {
+		// At least one round trip, however long it takes: a machine that
+		// stalls past the duration right at the start still measures one.
+		for len(samples) < cfg.pings && (len(samples) == 0 || time.Since(start) < cfg.duration) && ctx.Err() == nil {
 			// A sequence number makes a lost, repeated or stale pong visible.
 			binary.LittleEndian.PutUint64(ping, uint64(len(samples)))
 			t := time.Now()
@@ -347,7 +349,8 @@ func stream(ctx context.Context, p pair, cfg demoConfig, name string, size int) 
 	start := time.Now()
 	g.Go(func() error {
 		msg := make([]byte, size)
-		for seq := uint64(0); time.Since(start) < cfg.duration && ctx.Err() == nil; seq++ {
+		// At least one message, however long the first Write takes.
+		for seq := uint64(0); (seq == 0 || time.Since(start) < cfg.duration) && ctx.Err() == nil; seq++ {
 			binary.LittleEndian.PutUint64(msg, seq)
 			if _, err := p.client.Write(msg); err != nil {
 				return fmt.Errorf("write: %w", err)

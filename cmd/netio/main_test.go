@@ -81,6 +81,26 @@ func TestDemoJSON(t *testing.T) {
 	}
 }
 
+// Each phase measures at least one round trip or message, even when the
+// duration has passed before the first one ends: a loaded machine that
+// stalls longer than -duration right at the start must not fail the demo.
+// A duration of 1ns has always passed by then.
+func TestDemoAtLeastOne(t *testing.T) {
+	for _, mode := range []string{"ll", "ht"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{"demo", "-json", "-mode", mode, "-duration", "1ns"}, &out, &errOut); code != exitOK {
+			t.Fatalf("-mode %s: exit %d, stderr:\n%s", mode, code, errOut.String())
+		}
+		var r demoResult
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("-mode %s: stdout is not the JSON result: %v\n%s", mode, err, out.String())
+		}
+		if r.RoundTrip.Pings < 1 || r.MessageRate.Messages < 1 || r.Throughput.Messages < 1 {
+			t.Errorf("-mode %s: %d pings, %d and %d messages; want at least one each", mode, r.RoundTrip.Pings, r.MessageRate.Messages, r.Throughput.Messages)
+		}
+	}
+}
+
 // -mode ht runs every phase in HighThroughput mode; the round trips flush.
 func TestDemoHT(t *testing.T) {
 	var out, errOut bytes.Buffer
