@@ -298,36 +298,25 @@ func buildConfig(opts []Option) (Config, error) {
 
 // setDefaults gives every zero field its default.
 func (c *Config) setDefaults() {
-	ht := c.Mode == HighThroughput
-	switch {
-	case c.BufferSize == 0 && ht:
-		c.BufferSize = DefaultPageSize
-	case c.BufferSize == 0:
-		c.BufferSize = DefaultBufferSize
+	size, window := DefaultBufferSize, DefaultWindow
+	if c.Mode == HighThroughput {
+		size, window = DefaultPageSize, DefaultPages
 	}
-	switch {
-	case c.Window == 0 && ht:
-		c.Window = DefaultPages
-	case c.Window == 0:
-		c.Window = DefaultWindow
-	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = DefaultFlushInterval
-	}
-	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.Linger == 0 {
-		c.Linger = DefaultLinger
-	}
-	if c.Backlog == 0 {
-		c.Backlog = DefaultBacklog
-	}
-	if c.SubscriptionBuffer == 0 {
-		c.SubscriptionBuffer = DefaultSubscriptionBuffer
+	orDefault(&c.BufferSize, size)
+	orDefault(&c.Window, window)
+	orDefault(&c.FlushInterval, DefaultFlushInterval)
+	orDefault(&c.MaxMessageSize, DefaultMaxMessageSize)
+	orDefault(&c.ConnectTimeout, DefaultConnectTimeout)
+	orDefault(&c.Linger, DefaultLinger)
+	orDefault(&c.Backlog, DefaultBacklog)
+	orDefault(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
+}
+
+// orDefault sets *v to d when it is zero.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
 	}
 }
 
