@@ -149,10 +149,12 @@ func (s *Subscription) deliver(m Message) {
 		m.Release()
 		return
 	}
+	// Counted before the hand-over, so that a reader who holds a message
+	// sees it in Stats; taken back if it is not handed over.
+	s.stats.received.Add(1)
 	select {
 	case s.c <- m:
 		s.sendMu.Unlock()
-		s.stats.received.Add(1)
 		return
 	default:
 	}
@@ -160,24 +162,25 @@ func (s *Subscription) deliver(m Message) {
 	s.sendMu.Unlock()
 }
 
-// deliverFull is deliver when C is full: the policy decides. Under sendMu.
+// deliverFull is deliver when C is full: the policy decides. Under sendMu,
+// with m already counted as received.
 func (s *Subscription) deliverFull(m Message) {
 	switch s.policy {
 	case Block:
 		select {
 		case s.c <- m:
-			s.stats.received.Add(1)
 		case <-s.done:
+			s.stats.received.Add(^uint64(0))
 			m.Release()
 		}
 	case DropNewest:
+		s.stats.received.Add(^uint64(0))
 		m.Release()
 		s.stats.dropped.Add(1)
 	case DropOldest:
 		for {
 			select {
 			case s.c <- m:
-				s.stats.received.Add(1)
 				return
 			default:
 			}
@@ -212,7 +215,6 @@ type subConn struct {
 	nextID   uint32
 	closing  chan struct{}
 	exited   chan struct{} // the dispatcher returned
-	lastInc  uint64        // the publisher's incarnation at the last ack; dispatcher only after start
 	ackedInc atomic.Uint64 // the incarnation of the newest ack, from the reactor
 }
 
