@@ -46,9 +46,10 @@ type Publisher struct {
 	stats     pubStats
 
 	// Reactor only.
-	work    []*pubLink // links whose requests or retirement wait for a lock
-	tick    *reactor.Timer
-	ticking bool
+	work        []*pubLink // links whose requests or retirement wait for a lock
+	tick        *reactor.Timer
+	ticking     bool
+	stopTicking bool // closed: the timer goes once the work is done
 }
 
 // tagEntry is one tag of the table.
@@ -239,9 +240,8 @@ func (p *Publisher) Close() error {
 	})
 	awaitReleased(waits, p.cfg.Linger)
 	p.eng.r.Call(func() {
-		if p.tick != nil {
-			p.tick.Close()
-		}
+		p.stopTicking = true
+		p.process() // closes the timer once no retirement waits any more
 	})
 	p.eng.release()
 	return nil
@@ -268,7 +268,9 @@ func (p *Publisher) schedule(pl *pubLink) {
 
 func (p *Publisher) onTick() {
 	p.ticking = false
-	p.process()
+	if p.tick != nil {
+		p.process()
+	}
 }
 
 // process applies the requests and retirements that wait, as far as the
@@ -285,9 +287,14 @@ func (p *Publisher) process() {
 	}
 	clear(p.work[len(kept):])
 	p.work = kept
-	if len(p.work) > 0 && !p.ticking && p.tick != nil {
+	switch {
+	case p.tick == nil:
+	case len(p.work) > 0 && !p.ticking:
 		p.ticking = true
 		p.tick.StartOnce(tickEvery)
+	case len(p.work) == 0 && p.stopTicking:
+		p.tick.Close()
+		p.tick = nil
 	}
 }
 
