@@ -44,11 +44,11 @@ func (c *controlSlots) freeLeavingOne() (int, bool) {
 	return slot, other
 }
 
-// send posts a message of kind with payload from slot, returning give
-// credits.
-func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind uint8, give uint16, payload []byte) error {
+// send posts a message of kind (with flags besides flagLast) and payload
+// from slot, returning give credits.
+func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind, flags uint8, give uint16, payload []byte) error {
 	b := c.region.Bytes()[slot*c.size:]
-	putHeader(b, header{kind: kind, flags: flagLast, credits: give, fragLen: uint32(len(payload)), msgLen: uint64(len(payload))})
+	putHeader(b, header{kind: kind, flags: flagLast | flags, credits: give, fragLen: uint32(len(payload)), msgLen: uint64(len(payload))})
 	copy(b[headerSize:], payload)
 	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(headerSize + len(payload)), Token: tokCtl | uint64(slot)}
 	if _, err := ep.PostSend(c.region, c.seg[:]); err != nil {

@@ -566,8 +566,10 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
 	case h.kind == kindFin:
 		l.finRecv = true
-		l.rx.fin.Store(true) // after the data before it, in ready
-		l.rxNotify = true    // a waiting reader reads io.EOF
+		if h.flags&flagHalfClose != 0 {
+			l.rx.fin.Store(true) // after the data before it, in ready
+			l.rxNotify = true    // a waiting reader reads io.EOF
+		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
 		payload := b[headerSize : headerSize+int(h.fragLen)]
@@ -668,7 +670,7 @@ func (l *link) service() {
 	// in control messages that need credits of their own: these must keep
 	// coming back, or both sides could end up waiting for the other's.
 	if l.credit.returnable() {
-		l.sendControl(kindCredit)
+		l.sendControl(kindCredit, 0)
 	}
 	l.rx.urgent.Store(l.credit.peerStarved())
 	switch {
@@ -705,7 +707,7 @@ func (l *link) sendQueuedControl() {
 		}
 		m := l.ctlOut[0]
 		give, _ := l.credit.take(dataSend)
-		if err := l.res.ctl.send(l.res.ep, slot, m[0], give, m[1:]); err != nil {
+		if err := l.res.ctl.send(l.res.ep, slot, m[0], 0, give, m[1:]); err != nil {
 			l.credit.undo(give)
 			if !errors.Is(err, ofi.EAGAIN) {
 				l.fail(err)
@@ -718,15 +720,15 @@ func (l *link) sendQueuedControl() {
 	}
 }
 
-// sendControl sends a header-only message (credits or FIN), returning
-// everything owed, and reports whether it went out.
-func (l *link) sendControl(kind uint8) bool {
+// sendControl sends a header-only message (credits or FIN, with flags),
+// returning everything owed, and reports whether it went out.
+func (l *link) sendControl(kind, flags uint8) bool {
 	slot, ok := l.res.ctl.free()
 	if !ok || !l.credit.canTake(controlSend) {
 		return false
 	}
 	give, _ := l.credit.take(controlSend)
-	if err := l.res.ctl.send(l.res.ep, slot, kind, give, nil); err != nil {
+	if err := l.res.ctl.send(l.res.ep, slot, kind, flags, give, nil); err != nil {
 		l.credit.undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -791,7 +793,11 @@ func (l *link) closeWrite() {
 // sendFin sends FIN, once, when everything written is posted.
 func (l *link) sendFin() {
 	if !l.finSent && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 {
-		l.finSent = l.sendControl(kindFin)
+		var flags uint8
+		if l.shutWrite {
+			flags = flagHalfClose
+		}
+		l.finSent = l.sendControl(kindFin, flags)
 	}
 }
 

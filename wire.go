@@ -9,7 +9,8 @@ import (
 // Every libfabric message netio sends starts with a 16-byte header:
 //
 //	[0]     kind: kindData, kindPage, kindCredit or kindFin
-//	[1]     flags: flagLast on the last fragment of a message
+//	[1]     flags: flagLast on the last fragment of a message;
+//	        flagHalfClose on the FIN of CloseWrite
 //	[2:4]   credits returned to the receiver of this header (uint16)
 //	[4:8]   payload bytes in this fragment (uint32)
 //	[8:16]  total bytes of the message this fragment belongs to (uint64);
@@ -33,6 +34,11 @@ const (
 	kindAck         = 18
 
 	flagLast = 1
+	// flagHalfClose on a FIN says the sender closed only its writing side
+	// (CloseWrite) and goes on reading: its peer's reader sees io.EOF at
+	// once. A FIN without it comes from Close, whose shutdown follows
+	// right after, and the reader sees the end with the link's.
+	flagHalfClose = 2
 )
 
 // dataKind reports whether kind carries messages for a reader, as opposed
