@@ -100,7 +100,14 @@ func subscriberChild() {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()), netio.WithPolicy(policy))
+	// Under a drop policy the test counts what the publisher dropped: C
+	// is made large enough that this side never drops as well (the stream
+	// it finds after SIGCONT would fill the default buffer at once).
+	buffer := netio.DefaultSubscriptionBuffer
+	if policy != netio.Block {
+		buffer = 1 << 18
+	}
+	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()), netio.WithPolicy(policy), netio.WithSubscriptionBuffer(buffer))
 	cancel()
 	if err != nil {
 		childFatal("subscribe: %v", err)
