@@ -119,17 +119,8 @@ func netioSubscriber(m netio.Mode) func(*childArgs) (*Result, error) {
 				if msg.Seq() != cnt.seq {
 					return nil, fmt.Errorf("message %d has tag sequence number %d", cnt.seq, msg.Seq())
 				}
-				done, err := cnt.got(msg.Bytes())
-				if err != nil {
+				if err := cnt.reportOnce(msg.Bytes(), &reported); err != nil {
 					return nil, err
-				}
-				if done {
-					r, err := cnt.result()
-					if err != nil {
-						return nil, err
-					}
-					emitResult(r)
-					reported = true
 				}
 			}
 			msg.Release()
@@ -193,20 +184,8 @@ func zmqSubscriber(a *childArgs) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if reported {
-			continue
-		}
-		done, err := cnt.got(msg)
-		if err != nil {
+		if err := cnt.reportOnce(msg, &reported); err != nil {
 			return nil, err
-		}
-		if done {
-			r, err := cnt.result()
-			if err != nil {
-				return nil, err
-			}
-			emitResult(r)
-			reported = true
 		}
 	}
 }
@@ -337,3 +316,23 @@ func (r *report) pubsubTable(w func(string, ...any)) {
 
 const pubsubNotes = `- **Publish/subscribe**: one publisher process and 1 or 4 subscriber processes, each subscriber on its own connection. netio: ` + "`netio.ListenPublisher`" + ` with default options, one ` + "`Publish`" + ` per message under one tag; each subscriber ` + "`netio.Subscribe`" + `s to it in LL or HT mode (the subscriber chooses) with the default policy, Block, so the slowest subscriber holds the publisher back and nothing is lost; it reads ` + "`sub.C`" + `, checks the message and its tag sequence number, and calls ` + "`Release`" + ` (a subscription's messages are copies out of the connection's buffers). ZeroMQ: XPUB with XPUB_NODROP=1 (a send at the high-water mark waits) and XPUB_VERBOSE, the same HWMs as the stream rows, SUB subscribed to everything, ` + "`SendBytes`/`RecvBytes`" + `. Both publishers start when every subscriber has subscribed (netio: ` + "`Subscribe`" + ` returned in every subscriber; ZeroMQ: every subscription arrived at the XPUB), so every subscriber checks the whole sequence from 0. Each subscriber times its own window as the stream receivers do and keeps reading, uncounted, after it, so the others see the same load to the end of theirs. On this 2-vCPU machine 1 -> 4 runs five busy processes on two cores.
 `
+
+// reportOnce counts msg until the measured window is over, emits the
+// result once, and ignores what comes after (a subscriber keeps reading
+// so that the others see the same load to the end of their windows).
+func (c *counter) reportOnce(msg []byte, reported *bool) error {
+	if *reported {
+		return nil
+	}
+	done, err := c.got(msg)
+	if err != nil || !done {
+		return err
+	}
+	r, err := c.result()
+	if err != nil {
+		return err
+	}
+	emitResult(r)
+	*reported = true
+	return nil
+}
