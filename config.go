@@ -72,6 +72,22 @@ type Config struct {
 	// holds for its reader (Subscribe only). Zero means
 	// DefaultSubscriptionBuffer.
 	SubscriptionBuffer int
+	// HeartbeatTimeout is how long a connection waits without hearing
+	// anything from its peer before it ends with ErrPeerTimeout: a peer
+	// that stopped or hung, or whose network was cut, which the transport
+	// notices only when the kernel gives up retransmitting (about 15
+	// minutes). Anything received counts, and a peer whose reader does
+	// not read is still heard. Zero means DefaultHeartbeatTimeout; a
+	// negative value turns the check off (this side then still sends the
+	// heartbeats a checking peer asks for). It must be at least twice
+	// HeartbeatInterval: heartbeats may come up to half an interval late.
+	HeartbeatTimeout time.Duration
+	// HeartbeatInterval is how long a connection may send nothing before
+	// it sends a heartbeat, a message of 16 bytes. Its peer asks, in its
+	// own heartbeats, for one at least every third of its timeout, and
+	// gets it. Zero means DefaultHeartbeatInterval, or a fifth of
+	// HeartbeatTimeout when that is shorter. At least 10 ms.
+	HeartbeatInterval time.Duration
 	// OnMessage, when set, is NetIO's low-latency receive socket: every
 	// message is handed to it on the reactor thread as soon as it
 	// arrives, skipping the hop to a reading goroutine, and Read and
@@ -278,6 +294,35 @@ func WithOnMessage(f func(c *Conn, msg []byte)) Option {
 	return func(c *Config) error { c.OnMessage = f; return nil }
 }
 
+// WithHeartbeatTimeout sets Config.HeartbeatTimeout; a negative d turns
+// the check for a silent peer off.
+func WithHeartbeatTimeout(d time.Duration) Option {
+	return func(c *Config) error { c.HeartbeatTimeout = d; return nil }
+}
+
+// WithHeartbeatInterval sets Config.HeartbeatInterval.
+func WithHeartbeatInterval(d time.Duration) Option {
+	return func(c *Config) error { c.HeartbeatInterval = d; return checkHeartbeatInterval(d) }
+}
+
+func checkHeartbeatInterval(d time.Duration) error {
+	if d < minBeatInterval {
+		return invalid("heartbeat interval %v below %v", d, minBeatInterval)
+	}
+	return nil
+}
+
+// checkHeartbeat checks the two heartbeat settings together.
+func checkHeartbeat(interval, timeout time.Duration) error {
+	if err := checkHeartbeatInterval(interval); err != nil {
+		return err
+	}
+	if timeout > 0 && timeout < 2*interval {
+		return invalid("heartbeat timeout %v is less than twice the interval %v", timeout, interval)
+	}
+	return nil
+}
+
 // WithPollFor sets Config.PollFor.
 func WithPollFor(d time.Duration) Option {
 	return func(c *Config) error { c.PollFor = d; return nil }
@@ -310,6 +355,13 @@ func (c *Config) setDefaults() {
 	orDefault(&c.Linger, DefaultLinger)
 	orDefault(&c.Backlog, DefaultBacklog)
 	orDefault(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
+	orDefault(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+		if c.HeartbeatTimeout > 0 {
+			c.HeartbeatInterval = min(c.HeartbeatInterval, max(c.HeartbeatTimeout/5, minBeatInterval))
+		}
+	}
 }
 
 // orDefault sets *v to d when it is zero.
@@ -333,6 +385,7 @@ func (c *Config) validate() error {
 		checkPositive("backlog", int64(c.Backlog)),
 		checkPolicy(c.Policy),
 		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
+		checkHeartbeat(c.HeartbeatInterval, c.HeartbeatTimeout),
 	} {
 		if err != nil {
 			return err

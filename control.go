@@ -9,6 +9,7 @@ type controlSlots struct {
 	region *ofi.Region
 	size   int    // bytes per slot: a header and the largest payload
 	busy   uint32 // a bit per slot: posted and not completed
+	sent   uint64 // messages posted, for the heartbeats' send checks
 	seg    [1]ofi.Segment
 }
 
@@ -47,14 +48,22 @@ func (c *controlSlots) freeLeavingOne() (int, bool) {
 // send posts a message of kind (with flags besides flagLast) and payload
 // from slot, returning give credits.
 func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind, flags uint8, give uint16, payload []byte) error {
+	return c.post(ep, slot, header{kind: kind, flags: flagLast | flags, credits: give, msgLen: uint64(len(payload))}, payload)
+}
+
+// post sends h, with fragLen set to the payload's length, and payload
+// from slot.
+func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h header, payload []byte) error {
 	b := c.region.Bytes()[slot*c.size:]
-	putHeader(b, header{kind: kind, flags: flagLast | flags, credits: give, fragLen: uint32(len(payload)), msgLen: uint64(len(payload))})
+	h.fragLen = uint32(len(payload))
+	putHeader(b, h)
 	copy(b[headerSize:], payload)
 	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(headerSize + len(payload)), Token: tokCtl | uint64(slot)}
 	if _, err := ep.PostSend(c.region, c.seg[:]); err != nil {
 		return err
 	}
 	c.busy |= 1 << slot
+	c.sent++
 	return nil
 }
 

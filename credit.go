@@ -23,6 +23,7 @@ type creditWindow struct {
 	ourWindow  int // buffers we post for the peer
 	credits    int // sends we may still make
 	owed       int // buffers we re-posted and have not told the peer about
+	quiet      int // of owed, at most: buffers that held explicit credit returns
 	peerHeld   int // credits the peer holds on us, as far as we know
 }
 
@@ -64,6 +65,7 @@ func (w *creditWindow) take(k sendKind) (give uint16, ok bool) {
 	}
 	g := min(w.owed, maxGive)
 	w.owed -= g
+	w.quiet = min(w.quiet, w.owed)
 	w.peerHeld += g
 	w.credits--
 	return uint16(g), true
@@ -72,7 +74,7 @@ func (w *creditWindow) take(k sendKind) (give uint16, ok bool) {
 // undo takes back a send that take allowed but that was not posted (a full
 // queue): its credit and what it was to give back.
 func (w *creditWindow) undo(give uint16) {
-	w.owed += int(give)
+	w.owed += int(give) // quiet or not, it is owed again: at worst one message more
 	w.peerHeld -= int(give)
 	w.credits++
 }
@@ -97,11 +99,25 @@ func (w *creditWindow) owe(n int) { w.owed += n }
 // owing reports whether we hold credits the peer has not been given.
 func (w *creditWindow) owing() bool { return w.owed > 0 }
 
+// quietly records that the peer's explicit credit return used one of our
+// buffers: on its own, that buffer's credit waits for a header that goes
+// anyway (see returnable).
+func (w *creditWindow) quietly() { w.quiet++ }
+
 // returnable reports whether an explicit credit message is due: enough is
 // owed to be worth a message of its own (half our window), or the peer is
 // about to stall for want of it, and a credit is there to send it with.
+//
+// A credit message costs the peer a buffer, which the peer then owes back:
+// returning just that one credit the same way would cost us one, and so on
+// for ever when both sides are down to their reserve (both stopped
+// reading, and a heartbeat or FIN came). So the credit of a credit
+// message's buffer alone is never returned by a message of its own; with
+// anything else owed, or two credits at least (the exchange then shrinks
+// what is owed), it is.
 func (w *creditWindow) returnable() bool {
-	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.peerStarved()) && w.canTake(controlSend)
+	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.peerStarved()) && w.canTake(controlSend) &&
+		(w.owed > w.quiet || w.owed >= 2)
 }
 
 // peerStarved reports whether the peer is down to its reserve: it can send

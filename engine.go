@@ -35,6 +35,12 @@ type engine struct {
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 
+	// Heartbeats (heartbeat.go): the links to scan and the timer.
+	beating    []*link
+	beat       *reactor.Timer
+	beatPeriod time.Duration // the timer's; 0: stopped
+	beatLast   time.Time     // the last scan
+
 	// wakesInFlight counts wake-ups sent to parked goroutines that have
 	// not run yet. While there are any, nobody polls: Go's scheduler looks
 	// at the netpoller only when a processor has nothing else to run, so a
@@ -130,6 +136,9 @@ func acquireEngine() (*engine, error) {
 			if e.sweep, err = r.NewTimer(e.sweepLingering); err == nil {
 				e.idleTick, err = r.NewTimer(e.onIdleTick)
 			}
+			if err == nil {
+				e.beat, err = r.NewTimer(e.onBeat)
+			}
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -164,6 +173,7 @@ func (e *engine) release() {
 		e.r.Call(func() {
 			e.sweep.Close()
 			e.idleTick.Close()
+			e.beat.Close()
 			for _, f := range e.fabrics {
 				f.close()
 			}

@@ -35,6 +35,7 @@ type link struct {
 	rx      recvQueue
 	frames  frameCheck // set at the handshake
 	sizes   linkSizes  // set at open and at the handshake
+	hb      heartbeat  // reactor only
 
 	scheduled atomic.Bool // kick queued a task
 
@@ -68,10 +69,11 @@ type linkConfig struct {
 	txBufSize  int // bytes each at most
 	maxMessage int
 	linger     time.Duration
+	beat       beatConfig
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
+	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger, beat: beatConfigOf(c)}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -324,6 +326,7 @@ func (l *link) onConnected(ev *ofi.Event) {
 		}
 	}
 	l.life.move(linkOpen)
+	l.startBeat()
 	l.connected <- nil
 	l.owner.up(l)
 	l.service()
@@ -370,6 +373,7 @@ func (l *link) stopCQ() {
 		l.res.cqWatched = false
 	}
 	l.eng.forget(l)
+	l.eng.forgetBeat(l)
 }
 
 // kick asks the reactor to look at l, at most once until it has. Any
@@ -526,7 +530,6 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		return
 	}
 	l.credit.used()
-	l.stats.buffersReceived.Add(1)
 	if n < headerSize {
 		l.protocolError("truncated message of %d bytes", n)
 		return
@@ -543,6 +546,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 	}
 	switch {
 	case dataKind(h.kind):
+		l.stats.buffersReceived.Add(1)
 		if err := l.frames.check(h); err != nil {
 			l.fail(err)
 			return
@@ -563,8 +567,19 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			l.rxNotify = true
 		}
 	case h.kind == kindCredit:
+		l.hb.ctlHeard++
+		l.credit.quietly()
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
+	case h.kind == kindHeartbeat:
+		l.hb.ctlHeard++
+		if h.fragLen != 0 {
+			l.protocolError("heartbeat with a payload of %d bytes", h.fragLen)
+			return
+		}
+		l.rxReclaim = append(l.rxReclaim, slot) // the peer's reader may be stopped: re-post at once
+		l.onHeartbeat(h.msgLen)
 	case h.kind == kindFin:
+		l.hb.ctlHeard++
 		l.finRecv = true
 		if h.flags&flagHalfClose != 0 {
 			l.rx.fin.Store(true) // after the data before it, in ready
@@ -572,6 +587,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
+		l.hb.ctlHeard++
 		payload := b[headerSize : headerSize+int(h.fragLen)]
 		if err := l.owner.control(l, h.kind, payload); err != nil {
 			l.fail(err)
@@ -664,6 +680,9 @@ func (l *link) service() {
 		}
 	}
 	e.segBuf = segs[:0]
+	if l.hb.pending { // its turn came without a credit or slot for it
+		l.sendHeartbeat()
+	}
 	// An explicit credit return when enough is owed or the peer is stuck.
 	// After the peer's FIN it sends no data, but a peer that only closed
 	// its writing side (CloseWrite) still reads, and returns our credits

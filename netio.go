@@ -107,6 +107,14 @@ const (
 	// DefaultSubscriptionBuffer is how many messages a Subscription's
 	// channel holds.
 	DefaultSubscriptionBuffer = 1024
+	// DefaultHeartbeatInterval is Config.HeartbeatInterval: how long a
+	// connection may send nothing before it sends a heartbeat.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatTimeout is Config.HeartbeatTimeout: how long a
+	// connection waits without hearing from its peer before it ends with
+	// ErrPeerTimeout. A cut link or a stopped peer is otherwise noticed
+	// only when the kernel gives up retransmitting, about 15 minutes.
+	DefaultHeartbeatTimeout = 5 * time.Second
 )
 
 // Mode is how a connection sends. Both ends of a connection use the same
@@ -235,4 +243,14 @@ var (
 	// Config.OnMessage (on the reactor) when the peer has no room: waiting
 	// there would stop the reactor that makes the room.
 	ErrWouldBlock = errors.New("netio: write would block")
+	// ErrPeerTimeout ends a connection whose peer was not heard from for
+	// Config.HeartbeatTimeout: it stopped, hung, lost power or its
+	// network, and nothing told this side. Blocked reads and writes
+	// return it at once, in a *net.OpError whose message says how long
+	// the peer was silent. It also matches syscall.ETIMEDOUT, which a TCP
+	// socket reports when its keep-alive finds the same, and its
+	// Timeout() is true; it is not os.ErrDeadlineExceeded, so that a
+	// loop that reads again after its own deadline passed does not spin
+	// on a dead connection. A subscription reconnects after it.
+	ErrPeerTimeout = errors.New("netio: peer not heard from")
 )

@@ -70,6 +70,7 @@ type pubStats struct {
 	deliveredGone atomic.Uint64 // Delivered of the subscribers that left
 	dropped       atomic.Uint64
 	subscribers   atomic.Int64
+	timedOut      atomic.Uint64
 }
 
 // PublisherStats are a Publisher's counters since it started.
@@ -79,6 +80,7 @@ type PublisherStats struct {
 	Delivered    uint64 // messages handed to subscribers' links, summed over subscribers
 	Dropped      uint64 // messages a subscriber under a drop policy did not get: its link was full
 	Subscribers  int    // subscriber connections now
+	TimedOut     uint64 // subscribers dropped because they went silent (ErrPeerTimeout)
 	Tags         int    // tags with at least one subscriber now
 }
 
@@ -124,7 +126,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c.setDefaults()
 	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: taggedPages(m == LowLatency),
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
-		maxMessage: c.MaxMessageSize, linger: c.Linger}
+		maxMessage: c.MaxMessageSize, linger: c.Linger, beat: beatConfigOf(&c)}
 }
 
 // admit accepts a subscriber; on the reactor.
@@ -197,6 +199,7 @@ func (p *Publisher) Stats() PublisherStats {
 		Unsubscribed: p.stats.unsubscribed.Load(),
 		Dropped:      p.stats.dropped.Load(),
 		Subscribers:  int(p.stats.subscribers.Load()),
+		TimedOut:     p.stats.timedOut.Load(),
 		Delivered:    p.stats.deliveredGone.Load(),
 	}
 	for _, pl := range *p.links.Load() {
@@ -363,7 +366,12 @@ func (pl *pubLink) up(*link) {
 func (pl *pubLink) setupFailed(l *link) { l.finishClose() }
 
 // ended is the subscriber gone: out of the table, and closed.
-func (pl *pubLink) ended(*link) { pl.p.retire(pl) }
+func (pl *pubLink) ended(l *link) {
+	if errors.Is(l.life.err, ErrPeerTimeout) {
+		pl.p.stats.timedOut.Add(1)
+	}
+	pl.p.retire(pl)
+}
 
 func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {
 	if kind != kindSubscribe && kind != kindUnsubscribe {

@@ -319,7 +319,7 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
 	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: taggedPages(cfg.Mode == LowLatency),
 		rxWindow: cfg.Window, rxBufSize: cfg.BufferSize, txWindow: minWindow, txBufSize: minBufferSize,
-		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger}
+		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, beat: beatConfigOf(cfg)}
 	sl := &subLink{sc: sc}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)

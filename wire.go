@@ -8,13 +8,14 @@ import (
 
 // Every libfabric message netio sends starts with a 16-byte header:
 //
-//	[0]     kind: kindData, kindPage, kindCredit or kindFin
+//	[0]     kind: kindData, kindPage, kindCredit, kindFin, kindHeartbeat...
 //	[1]     flags: flagLast on the last fragment of a message;
 //	        flagHalfClose on the FIN of CloseWrite
 //	[2:4]   credits returned to the receiver of this header (uint16)
 //	[4:8]   payload bytes in this fragment (uint32)
 //	[8:16]  total bytes of the message this fragment belongs to (uint64);
-//	        in a page, the bytes continuing the previous page's message
+//	        in a page, the bytes continuing the previous page's message;
+//	        in a heartbeat, the sender's heartbeat timeout in ms
 //
 // Credits ride on every header, so traffic in one direction returns the
 // credits of the other; a kindCredit message carries them alone when there
@@ -40,6 +41,9 @@ const (
 	// right after, and the reader sees the end with the link's.
 	flagHalfClose = 2
 )
+
+// kindHeartbeat says the sender is alive: a header only (heartbeat.go).
+const kindHeartbeat = 6
 
 // dataKind reports whether kind carries messages for a reader, as opposed
 // to the link's own control messages or its owner's.
