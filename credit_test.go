@@ -175,3 +175,70 @@ func TestCreditWindowReturnable(t *testing.T) {
 		t.Fatal("returnable without a credit to send it")
 	}
 }
+
+// Two sides that each hold every buffer the other filled (neither reads)
+// are down to their reserve. A control message from one (a heartbeat,
+// FIN) must cause a few credit messages at most, not an exchange that
+// never ends: each credit message costs the other side a buffer, which it
+// owes back.
+func TestCreditWindowNoEndlessReturns(t *testing.T) {
+	type side struct {
+		w     creditWindow
+		inbox []bool // messages arriving: true for a credit message
+	}
+	var sides [2]side
+	for i := range sides {
+		sides[i].w.reset(4, 4)
+	}
+	for i := range sides {
+		for { // the peer's reader holds whatever this side sends
+			if _, ok := sides[i].w.take(dataSend); !ok {
+				break
+			}
+			sides[1-i].w.used()
+		}
+	}
+	send := func(from int, credit bool) {
+		give, ok := sides[from].w.take(controlSend)
+		if !ok {
+			t.Fatalf("side %d: no credit for a control message", from)
+		}
+		to := &sides[1-from]
+		if err := to.w.give(give); err != nil {
+			t.Fatal(err)
+		}
+		to.inbox = append(to.inbox, credit)
+	}
+	send(0, false) // a heartbeat on the last credit
+	messages := 0
+	for busy := true; busy; {
+		busy = false
+		for i := range sides {
+			s := &sides[i]
+			for _, credit := range s.inbox {
+				s.w.used()
+				if credit {
+					s.w.quietly()
+				}
+				s.w.owe(1) // re-posted at once: no reader involved
+				busy = true
+			}
+			s.inbox = s.inbox[:0]
+			if s.w.returnable() {
+				send(i, true)
+				busy = true
+				if messages++; messages > 10 {
+					t.Fatalf("more than %d credit messages for one heartbeat: %+v, %+v", messages-1, sides[0].w, sides[1].w)
+				}
+			}
+		}
+	}
+	// Each side can still send a control message, or will once the
+	// other's next header comes: nothing is stuck for good.
+	for i := range sides {
+		w := &sides[i].w
+		if !w.canTake(controlSend) && !sides[1-i].w.owing() {
+			t.Errorf("side %d has no credit and is owed none: %+v", i, *w)
+		}
+	}
+}

@@ -56,10 +56,13 @@ type heartbeat struct {
 	watched  bool          // in engine.beating, at index
 	index    int
 	pending  bool      // a heartbeat is due and waits for a credit or a slot
+	dialed   bool      // this side connected: it may take the last credit (see sendHeartbeat)
 	ctlHeard uint64    // control messages received (data ones are in stats)
 	heard    uint64    // messages received at the last scan
 	heardAt  time.Time // when heard last changed
 	sent     uint64    // messages sent at the last send check
+	sentAt   time.Time // the last send, at the earliest
+	checked  time.Time // the last send check
 	nextSend time.Time // the next send check
 }
 
@@ -94,14 +97,25 @@ func (l *link) onHeartbeat(timeoutMS uint64) {
 	l.eng.watchBeat(l)
 }
 
-// sendHeartbeat sends a heartbeat if a control slot, leaving one for
-// credit returns and FIN, and a credit allow, and otherwise leaves it
-// pending for service. It returns the credits owed with it.
+// sendHeartbeat sends a heartbeat, with the credits owed, if a control
+// slot (leaving one for credit returns and FIN) and a credit allow, and
+// otherwise leaves it pending for service.
+//
+// The last credit, kept back from data, is what lets a side whose peer
+// stopped reading still be heard. But it must come back: when both sides
+// hold every buffer the other filled (neither reads), two heartbeats that
+// cross, each on its side's last credit, would leave both sides without a
+// credit to return the other's. So only the side that dialed takes the
+// last credit for a bare heartbeat; the other one takes it only to return
+// credits, which lets the dialer answer.
 func (l *link) sendHeartbeat() {
 	hb := &l.hb
 	hb.pending = true
 	slot, ok := l.res.ctl.freeLeavingOne()
 	if !ok || !l.credit.canTake(controlSend) {
+		return
+	}
+	if !l.credit.canTake(dataSend) && !hb.dialed && !l.credit.owing() {
 		return
 	}
 	give, _ := l.credit.take(controlSend)
@@ -141,15 +155,20 @@ func (l *link) beat(now time.Time, gap time.Duration) {
 		}
 	}
 	if hb.every > 0 && !now.Before(hb.nextSend) {
-		// Checked every half interval: a send check that finds nothing
-		// sent since the last one sends, so no gap exceeds the interval
-		// by more than the scan's lateness.
-		sent := l.stats.buffersSent.Load() + l.res.ctl.sent
-		if sent == hb.sent || hb.pending {
-			l.sendHeartbeat()
-			sent = l.stats.buffersSent.Load() + l.res.ctl.sent
+		// Checked every half interval. What was sent since the last
+		// check may have gone right after it: so no gap exceeds the
+		// interval by more than the scan's lateness, a heartbeat goes
+		// when that check was (nearly) an interval ago.
+		if sent := l.stats.buffersSent.Load() + l.res.ctl.sent; sent != hb.sent {
+			hb.sent, hb.sentAt = sent, hb.checked
 		}
-		hb.sent, hb.nextSend = sent, now.Add(hb.every/2)
+		if hb.pending || now.Sub(hb.sentAt) >= hb.every-hb.every/4 {
+			l.sendHeartbeat()
+			if !hb.pending {
+				hb.sent, hb.sentAt = l.stats.buffersSent.Load()+l.res.ctl.sent, now
+			}
+		}
+		hb.checked, hb.nextSend = now, now.Add(hb.every/2)
 	}
 }
 
@@ -170,7 +189,7 @@ func (e *engine) watchBeat(l *link) {
 		hb.watched, hb.index = true, len(e.beating)
 		e.beating = append(e.beating, l)
 		hb.heard, hb.heardAt = l.stats.buffersReceived.Load()+hb.ctlHeard, now
-		hb.sent = l.stats.buffersSent.Load() + l.res.ctl.sent
+		hb.sent, hb.sentAt, hb.checked = l.stats.buffersSent.Load()+l.res.ctl.sent, now, now
 	}
 	hb.nextSend = now.Add(hb.every / 2)
 	if p := hb.beatPeriod(); e.beatPeriod == 0 || p < e.beatPeriod {

@@ -225,6 +225,7 @@ func (l *link) hello() []byte {
 
 // connect begins an active connection.
 func (l *link) connect(info *ofi.Info) error {
+	l.hb.dialed = true
 	if err := l.openEndpoint(info); err != nil {
 		l.releaseResources()
 		return err
