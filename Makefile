@@ -11,7 +11,7 @@ endif
 # apt-get needs root; use sudo only when we are not root and it exists.
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
 
-.PHONY: deps demo test bench compare fuzz
+.PHONY: deps demo test test-hosts bench compare fuzz
 
 # netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
 # shows which providers this machine has.
@@ -27,6 +27,14 @@ demo: deps
 test: deps
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
+
+# The multi-host tests (hosts/, build tag hosts): processes in network
+# namespaces joined by veth pairs, links cut and impaired. They need root
+# and iproute2 (and tc netem or iptables for the impaired link), and skip
+# with a message where namespaces cannot be made.
+test-hosts: deps
+	go vet -tags hosts ./hosts/
+	go test -tags hosts -race -count=1 -timeout 10m -v ./hosts/
 
 bench: deps
 	go test -run '^$$' -bench . -benchmem -count 5 .
