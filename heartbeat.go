@@ -77,6 +77,14 @@ func (l *link) startBeat() {
 	if hb.every > 0 {
 		l.eng.watchBeat(l)
 	}
+	if hb.timeout > 0 && !hb.dialed {
+		// The peer learns our timeout at once, while credits are many:
+		// an accepting side that starts streaming to a slow reader may
+		// not send a bare heartbeat again until its peer sends something
+		// (sendHeartbeat), and a peer that does not check sends nothing
+		// unless asked.
+		hb.pending = true
+	}
 }
 
 // onHeartbeat takes a heartbeat that says the peer checks for our

@@ -191,9 +191,17 @@ func TestHeartbeatSlowReaderAlive(t *testing.T) {
 				t.Parallel() // they wait
 				opts := []netio.Option{netio.WithMode(mode), netio.WithWindow(4), netio.WithBufferSize(4096),
 					netio.WithHeartbeatInterval(20 * time.Millisecond), netio.WithHeartbeatTimeout(200 * time.Millisecond)}
-				dialer, acceptor := pair(t, opts...)
+				ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				dialer, err := netio.Dial("tcp", ln.Addr().String(), opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
 				defer dialer.Close()
-				defer acceptor.Close()
+				acceptor := acceptOne(t, ln, hangTimeout)
 				writers, readers := []*netio.Conn{dialer}, []*netio.Conn{acceptor}
 				switch writing {
 				case "acceptor":
@@ -254,6 +262,54 @@ func TestHeartbeatSlowReaderAlive(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A dialer that does not check sends no heartbeats unless asked: an
+// accepting side that writes from the start, to a dialer that does not
+// read, asks at once, before its window fills (afterwards it could not
+// send a bare heartbeat until the dialer sends something).
+func TestHeartbeatUncheckingDialer(t *testing.T) {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", append(beatOpts(), netio.WithWindow(4), netio.WithBufferSize(4096))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan error, 1)
+	const msgs = 100
+	go func() {
+		c, err := ln.AcceptConn()
+		if err != nil {
+			accepted <- err
+			return
+		}
+		defer c.Close()
+		msg := make([]byte, 1000)
+		for i := 0; i < msgs; i++ { // at once: the window fills before the first heartbeat is due
+			if _, err := c.Write(msg); err != nil {
+				accepted <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+		}
+		accepted <- nil
+		c.SetReadDeadline(time.Now().Add(hangTimeout))
+		c.Read(msg) // until the dialer closes
+	}()
+	d, err := netio.Dial("tcp", ln.Addr().String(), netio.WithHeartbeatTimeout(-1), netio.WithWindow(4), netio.WithBufferSize(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	waitBlocked(t, 1, "netio.(*Conn).Write")
+	time.Sleep(3 * testBeatTimeout) // nobody reads
+	d.SetReadDeadline(time.Now().Add(hangTimeout))
+	for i := 0; i < msgs; i++ {
+		if _, err := d.AppendMessage(nil); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
 	}
 }
 
