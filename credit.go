@@ -112,12 +112,14 @@ func (w *creditWindow) quietly() { w.quiet++ }
 // returning just that one credit the same way would cost us one, and so on
 // for ever when both sides are down to their reserve (both stopped
 // reading, and a heartbeat or FIN came). So the credit of a credit
-// message's buffer alone is never returned by a message of its own; with
-// anything else owed, or two credits at least (the exchange then shrinks
-// what is owed), it is.
+// message's buffer alone is returned by a message of its own only to a
+// peer left with no credit at all, by a side that keeps one after it (the
+// peer then has one, and does not answer); with anything else owed, or
+// two credits at least (the exchange then shrinks what is owed), it is
+// returned as usual. Otherwise it rides on the next header that goes.
 func (w *creditWindow) returnable() bool {
 	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.peerStarved()) && w.canTake(controlSend) &&
-		(w.owed > w.quiet || w.owed >= 2)
+		(w.owed > w.quiet || w.owed >= 2 || w.peerHeld == 0 && w.credits >= 2)
 }
 
 // peerStarved reports whether the peer is down to its reserve: it can send

@@ -166,6 +166,27 @@ func TestCreditWindowReturnable(t *testing.T) {
 	if !w.returnable() {
 		t.Fatal("a starved peer gets what is owed at once")
 	}
+	// One credit owed for the peer's own credit message: returned only
+	// to a peer left with none, by a side that keeps a credit after it.
+	w.reset(4, 4)
+	for w.canTake(dataSend) {
+		w.take(dataSend) // down to our reserve
+	}
+	for i := 0; i < 3; i++ {
+		w.used() // the peer's data, held by our reader
+	}
+	w.used() // its credit message, on its last credit
+	w.quietly()
+	w.owe(1)
+	if w.returnable() {
+		t.Fatal("returned on our last credit, the peer would answer in kind: not returnable")
+	}
+	if err := w.give(1); err != nil {
+		t.Fatal(err)
+	}
+	if !w.returnable() {
+		t.Fatal("the peer has no credit left and we have two: its credit message's credit goes back")
+	}
 	// No credit to send it with: not returnable, whatever is owed.
 	for w.canTake(controlSend) {
 		w.take(controlSend)

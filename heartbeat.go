@@ -78,12 +78,13 @@ func (l *link) startBeat() {
 		l.eng.watchBeat(l)
 	}
 	if hb.timeout > 0 && !hb.dialed {
-		// The peer learns our timeout at once, while credits are many:
-		// an accepting side that starts streaming to a slow reader may
-		// not send a bare heartbeat again until its peer sends something
+		// The peer learns our timeout at once, before the owner can
+		// write and while credits are many: an accepting side that
+		// starts streaming to a slow reader may not send a bare
+		// heartbeat again until its peer sends something
 		// (sendHeartbeat), and a peer that does not check sends nothing
 		// unless asked.
-		hb.pending = true
+		l.sendHeartbeat()
 	}
 }
 
