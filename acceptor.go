@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"time"
 
 	"github.com/netio-go/netio/ofi"
 )
@@ -17,6 +18,7 @@ type acceptor struct {
 	mode    Mode
 	anyMode bool // peers may use either mode (a publisher's subscribers)
 	role    role // what the peers must be
+	auth    admission
 	owner   acceptorOwner
 
 	// Reactor only.
@@ -69,7 +71,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if err != nil {
 		return nil, cfg, opErr(err)
 	}
-	ac := &acceptor{eng: eng, network: prov, mode: cfg.Mode, role: r}
+	ac := &acceptor{eng: eng, network: prov, mode: cfg.Mode, role: r, auth: admission{key: cfg.Key, seen: replays}}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
@@ -116,10 +118,19 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 		return
 	}
 	req := ev.Info
-	h, err := parseHello(ev.PrivateData())
+	data := ev.PrivateData()
+	h, err := parseHello(data)
+	var authErr error
+	if err == nil {
+		// The key first, before anything else about the peer is looked
+		// at, let alone an endpoint made for it (admission.go).
+		h.auth, authErr = a.auth.check(data, time.Now())
+	}
 	switch {
 	case err != nil || a.closed:
 		a.pep.Reject(req, rejectData)
+	case authErr != nil:
+		a.pep.Reject(req, rejectAuthData)
 	case h.mode != a.mode && !a.anyMode:
 		a.pep.Reject(req, rejectModeData)
 	case h.role != a.role:

@@ -72,6 +72,18 @@ type Config struct {
 	// holds for its reader (Subscribe only). Zero means
 	// DefaultSubscriptionBuffer.
 	SubscriptionBuffer int
+	// Key, when set, is a pre-shared key of 16 to 64 bytes that admits a
+	// connection: a Listener or Publisher with a key takes only peers
+	// that prove they hold the same key, and turns every other away
+	// before it posts any buffer for them; a Dial or Subscribe with a key
+	// connects only to a listener that proves it holds it. A peer that
+	// fails is rejected with an error wrapping ErrRejected. Connection
+	// requests carry a timestamp and are refused more than 30 s from
+	// the listener's clock, or when replayed. The key authenticates
+	// connection set-up only: the data that follows is neither encrypted
+	// nor authenticated. Nil (the default) means no key, and such a
+	// listener rejects a peer that sends one.
+	Key []byte
 	// OnMessage, when set, is NetIO's low-latency receive socket: every
 	// message is handed to it on the reactor thread as soon as it
 	// arrives, skipping the hop to a reading goroutine, and Read and
@@ -333,6 +345,7 @@ func (c *Config) validate() error {
 		checkPositive("backlog", int64(c.Backlog)),
 		checkPolicy(c.Policy),
 		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
+		checkKey(c.Key),
 	} {
 		if err != nil {
 			return err

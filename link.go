@@ -48,11 +48,12 @@ type link struct {
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
 	finSent     bool
 	finRecv     bool
-	shutWrite   bool             // the owner closed its writing side: FIN follows what it wrote
-	ctlOut      [][]byte         // the owner's control messages waiting to go, kind first
-	onMessage   func(msg []byte) // data on the reactor (Config.OnMessage), or nil
-	assembled   []byte           // onMessage's message from several fragments
-	connected   chan error       // the handshake's outcome, for Dial
+	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
+	ctlOut      [][]byte          // the owner's control messages waiting to go, kind first
+	onMessage   func(msg []byte)  // data on the reactor (Config.OnMessage), or nil
+	assembled   []byte            // onMessage's message from several fragments
+	connected   chan error        // the handshake's outcome, for Dial
+	authReq     [authTrailer]byte // dialing with a key: our request's authenticator
 }
 
 // linkConfig is what a link posts and accepts, from the Config of its
@@ -68,10 +69,11 @@ type linkConfig struct {
 	txBufSize  int // bytes each at most
 	maxMessage int
 	linger     time.Duration
+	key        []byte // Config.Key: the handshake proves it (admission.go)
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger}
+	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -142,7 +144,7 @@ func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, net
 
 // openEndpoint opens the endpoint, queue and receive buffers of l from info and
 // posts every receive buffer, so the peer may send as soon as it is
-// connected.
+// connected. The queue is watched only once connected (watchCQ).
 func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	e, res := l.eng, &l.res
 	if res.fab, err = e.fabricFor(info); err != nil {
@@ -208,17 +210,44 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	res.cqWait.Add(res.cq)
-	if err = e.r.Register(res.cq.FD(), reactorIn, (*cqHandler)(l)); err != nil {
+	return nil
+}
+
+// watchCQ starts reading l's completion queue, once the connection is
+// established and, with a key, the peer has proved it holds it.
+//
+// Not before: reading the queue is what makes libfabric's tcp provider
+// parse what the peer sent, and a dialer must not let it parse anything
+// from a listener that has not proved it holds the key (onConnected),
+// since a forged header crashes the provider. The provider gives no such
+// guarantee on its own (libfabric 1.17, prov/tcp/src/tcpx_conn_mgr.c):
+// fi_eq_read runs its connection manager, which on the accept's arrival
+// marks the endpoint connected and adds its socket to the completion
+// queue's wait set (tcpx_ep_enable) before FI_CONNECTED reaches netio; from
+// then on fi_cq_read on the link's queue (tcpx_cq_progress ->
+// tcpx_progress_rx) parses the socket's bytes, and so does fi_trywait on
+// it (util_wait_fd_try -> util_poll_run calls fi_cq_read: measured, a
+// hostile server's forged acknowledgement crashed the dialer inside the
+// engine's fi_trywait while the link was still connecting). And netio's
+// event reads do not always hand FI_CONNECTED over at once: closing
+// another endpoint reads events ahead into the EQ's backlog
+// (ofi.EQ.purge), while the engine goes on polling and trywaiting the
+// queues of its busy links. Before the connection manager has enabled the
+// endpoint, its queue parses nothing: the socket is not in the wait set,
+// and the handshake was read with plain recv, so the endpoint's buffered
+// socket holds nothing.
+func (l *link) watchCQ() error {
+	if err := l.eng.r.Register(l.res.cq.FD(), reactorIn, (*cqHandler)(l)); err != nil {
 		return err
 	}
-	res.cqWatched = true
-	e.markDirty(l)
+	l.res.cqWatched = true
+	l.eng.markDirty(l)
 	return nil
 }
 
 // hello is what l tells the peer at connect: what it posts for it.
-func (l *link) hello() []byte {
-	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}.marshal()
+func (l *link) hello() hello {
+	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}
 }
 
 // connect begins an active connection.
@@ -227,7 +256,9 @@ func (l *link) connect(info *ofi.Info) error {
 		l.releaseResources()
 		return err
 	}
-	if err := l.res.ep.Connect(info, l.hello()); err != nil {
+	var data []byte
+	data, l.authReq = sealRequest(l.cfg.key, l.hello(), time.Now())
+	if err := l.res.ep.Connect(info, data); err != nil {
 		l.releaseResources()
 		return err
 	}
@@ -241,7 +272,7 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 		err = l.setPeer(h)
 	}
 	if err == nil {
-		err = l.res.ep.Accept(l.hello())
+		err = l.res.ep.Accept(sealAccept(l.cfg.key, l.hello(), h.auth))
 	}
 	if err != nil {
 		l.releaseResources()
@@ -297,6 +328,8 @@ func (l *link) handleEvent(ev *ofi.Event) {
 				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
 			case rejectRoleMarker:
 				err = fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
+			case rejectAuthMarker:
+				err = errAuth(l.cfg.key)
 			}
 		}
 		l.fail(err)
@@ -308,7 +341,13 @@ func (l *link) onConnected(ev *ofi.Event) {
 		return
 	}
 	if l.tx.mem == nil { // dialing: the accept's hello sizes the send side
-		h, err := parseHello(ev.PrivateData())
+		// With a key, the listener proves it holds it before anything
+		// it sent is believed, or read: the queue is not watched yet.
+		err := openAccept(l.cfg.key, ev.PrivateData(), l.authReq)
+		var h hello
+		if err == nil {
+			h, err = parseHello(ev.PrivateData())
+		}
 		if err == nil && h.mode != l.cfg.mode {
 			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, l.cfg.mode)
 		}
@@ -322,6 +361,10 @@ func (l *link) onConnected(ev *ofi.Event) {
 			l.fail(err)
 			return
 		}
+	}
+	if err := l.watchCQ(); err != nil {
+		l.fail(err)
+		return
 	}
 	l.life.move(linkOpen)
 	l.connected <- nil
@@ -407,10 +450,11 @@ func (h *cqHandler) HandleEvents(uint32) {
 	l.eng.markDirty(l) // still busy: the poller takes it from here
 }
 
-// pollCQ reads l's completions and reports whether there were any.
+// pollCQ reads l's completions and reports whether there were any; not
+// before the link has been open (see watchCQ).
 func (l *link) pollCQ() bool {
 	cq := l.res.cq
-	if cq == nil {
+	if cq == nil || !l.life.wasOpen {
 		return false
 	}
 	e := l.eng

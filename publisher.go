@@ -124,7 +124,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c.setDefaults()
 	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: taggedPages(m == LowLatency),
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
-		maxMessage: c.MaxMessageSize, linger: c.Linger}
+		maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key}
 }
 
 // admit accepts a subscriber; on the reactor.

@@ -256,7 +256,9 @@ type subConnEntry struct {
 // joinSubConn returns the connection to a's publisher, dialling it if this
 // process has none, with a reference for the caller.
 func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
-	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String()
+	// The key is part of it: a subscription must not ride on a
+	// connection that another one's key admitted.
+	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String() + "\x00" + string(a.cfg.Key)
 	for {
 		subConns.mu.Lock()
 		if subConns.m == nil {
@@ -319,7 +321,7 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
 	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: taggedPages(cfg.Mode == LowLatency),
 		rxWindow: cfg.Window, rxBufSize: cfg.BufferSize, txWindow: minWindow, txBufSize: minBufferSize,
-		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger}
+		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key}
 	sl := &subLink{sc: sc}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
