@@ -228,7 +228,8 @@ var (
 	// was never owed).
 	ErrProtocol = errors.New("netio: protocol violation")
 	// ErrRejected is returned by Dial when the listener refused the
-	// connection (its backlog was full, or it is closing).
+	// connection (its backlog was full, or it is closing), and by Dial
+	// and Subscribe when admission failed (Config.Key).
 	ErrRejected = errors.New("netio: connection rejected")
 	// ErrWouldBlock is returned by TryWrite when the message does not fit
 	// in the free send buffers (NetIO's AGAIN), and by a Write made from
