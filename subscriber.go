@@ -594,8 +594,7 @@ func (sc *subConn) run() {
 					s.stats.gaps.Add(1)
 					s.stats.missed.Add(gap)
 				}
-				b, ch := s.arena.copyOf(r.b)
-				s.deliver(Message{chunk: ch, b: b, slot: -1, tag: r.tag, seq: r.seq})
+				s.deliver(s.arena.message(r.b, r.tag, r.seq))
 			}
 			states[i], subs[i] = nil, nil
 		}
