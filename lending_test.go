@@ -157,3 +157,35 @@ func TestReleaseTwiceSubscription(t *testing.T) {
 		m.Release()
 	}
 }
+
+// BenchmarkNextMessage is BenchmarkBuffered's HighThroughput stream read
+// with NextMessage and Release, the path that tracks messages out: it
+// must allocate nothing per message.
+func BenchmarkNextMessage(b *testing.B) {
+	for _, size := range []int{64, 1 << 10} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			c, s := pair(b, netio.WithMode(netio.HighThroughput))
+			msg := make([]byte, size)
+			streamRun(b, size, func(n int) error {
+				for i := 0; i < n; i++ {
+					if _, err := c.Write(msg); err != nil {
+						return err
+					}
+				}
+				return c.Flush()
+			}, func(n int) error {
+				for i := 0; i < n; i++ {
+					m, err := s.NextMessage()
+					if err != nil {
+						return err
+					}
+					if m.Len() != size {
+						return fmt.Errorf("message %d: %d bytes, want %d", i, m.Len(), size)
+					}
+					m.Release()
+				}
+				return nil
+			})
+		})
+	}
+}

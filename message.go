@@ -136,11 +136,11 @@ type chunk struct {
 	off  int          // the dispatcher's
 	n    int          // the dispatcher's: messages copied in since reuse
 	refs atomic.Int32 // messages out, plus one while it is being filled
-	// gen moves on each time the chunk is reused, and out has a bit per
-	// message copied in since, set while it is out: a second Release
+	// gen moves on each time the chunk is reused, and back has a bit per
+	// message copied in since, set by its Release: a second Release
 	// panics (lending.go explains the same scheme for receive buffers).
-	gen atomic.Uint32
-	out [chunkMessages / 64]atomic.Uint64
+	gen  atomic.Uint32
+	back [chunkMessages / 64]atomic.Uint64
 }
 
 const (
@@ -176,7 +176,6 @@ func (a *arena) message(b []byte, tag, seq uint64) Message {
 	c.off += n
 	idx := c.n
 	c.n++
-	c.out[idx>>6].Or(1 << (idx & 63))
 	c.refs.Add(1)
 	return Message{chunk: c, b: dst, slot: -1, gen: c.gen.Load(), idx: uint32(idx), tag: tag, seq: seq}
 }
@@ -188,8 +187,11 @@ func (a *arena) take() *chunk {
 		a.free[k-1] = nil
 		a.free = a.free[:k-1]
 		a.mu.Unlock()
+		c.gen.Add(1) // first: a late second Release fails on it
+		for i := range (c.n + 63) / 64 {
+			c.back[i].Store(0)
+		}
 		c.off, c.n = 0, 0
-		c.gen.Add(1)
 		c.refs.Store(1)
 		return c
 	}
@@ -203,7 +205,7 @@ func (a *arena) take() *chunk {
 // goroutine.
 func (c *chunk) releaseMessage(gen, idx uint32) {
 	mask := uint64(1) << (idx & 63)
-	if c.gen.Load() != gen || c.out[idx>>6].And(^mask)&mask == 0 {
+	if c.gen.Load() != gen || c.back[idx>>6].Or(mask)&mask != 0 {
 		panic(releasedTwice)
 	}
 	c.release()

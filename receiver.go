@@ -154,7 +154,7 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 func (r *receiver) lend(b []byte) Message {
 	n := r.lent
 	r.lent++
-	return Message{r: r, b: b, slot: int32(r.slot), gen: r.q.lending.lend(r.slot, n), idx: uint32(n)}
+	return Message{r: r, b: b, slot: int32(r.slot), gen: r.q.lending.gen(r.slot), idx: uint32(n)}
 }
 
 func (r *receiver) next() ([]byte, error) {
@@ -381,6 +381,7 @@ func (r *receiver) leaveBuffer() {
 	r.pos.leave()
 	r.stats.messagesReceived.Store(r.msgs)
 	r.stats.bytesReceived.Store(r.bytes)
+	r.q.lending.left(slot, r.lent)
 	if h := r.lent; h != 0 {
 		r.lent = 0
 		if r.q.refs[slot].Add(h) != 0 {
