@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"time"
 
 	"github.com/netio-go/netio/ofi"
 )
@@ -32,6 +33,13 @@ type acceptorOwner interface {
 	// link.accept) and returns nil, or returns the data to reject it with.
 	admit(req *ofi.Info, h hello) (reject []byte)
 }
+
+// requestReadTimeout bounds how long libfabric's tcp provider may wait, on
+// the reactor, for the rest of a connection request whose first bytes came
+// (ofi/cmread.go): a client that stops halfway stalls every connection of
+// the process for this long, not until it goes away. A real request's
+// bytes all arrive in one segment before the provider reads them.
+const requestReadTimeout = 50 * time.Millisecond
 
 var (
 	rejectData     = []byte(rejectMarker)
@@ -101,6 +109,11 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 	}
 	if err = a.pep.Listen(); err != nil {
 		return err
+	}
+	if a.network == "tcp" {
+		if err = a.pep.BoundRequestReads(requestReadTimeout); err != nil {
+			return err
+		}
 	}
 	ap, err := a.pep.Addr()
 	if err != nil {
