@@ -69,6 +69,7 @@ type pubStats struct {
 	unsubscribed  atomic.Uint64
 	deliveredGone atomic.Uint64 // Delivered of the subscribers that left
 	dropped       atomic.Uint64
+	tagsRefused   atomic.Uint64
 	subscribers   atomic.Int64
 }
 
@@ -80,6 +81,12 @@ type PublisherStats struct {
 	Dropped      uint64 // messages a subscriber under a drop policy did not get: its link was full
 	Subscribers  int    // subscriber connections now
 	Tags         int    // tags with at least one subscriber now
+	// TagsRefused counts subscribe requests refused because they would
+	// have taken a subscriber past Config.MaxTags.
+	TagsRefused uint64
+	// Listener counts the subscribers' connection set-up: accepted,
+	// rejected at the handshake and why, failed.
+	Listener ListenerStats
 }
 
 // tickEvery is how soon the reactor tries again a table change or a
@@ -127,9 +134,13 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 		maxMessage: c.MaxMessageSize, linger: c.Linger}
 }
 
-// admit accepts a subscriber; on the reactor.
+// admit accepts a subscriber whose buffers the process can afford; on the
+// reactor.
 func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
 	lc := p.linkConfig(h.mode)
+	if !p.ac.affords(&lc, h) {
+		return rejectLimitData
+	}
 	p.ac.accept(req, h, func(eng *engine) (*link, error) {
 		pl := &pubLink{p: p, tags: map[uint64]Policy{}}
 		l, err := newLink(eng, pl, &pl.stats, lc, p.ac.network)
@@ -198,6 +209,8 @@ func (p *Publisher) Stats() PublisherStats {
 		Dropped:      p.stats.dropped.Load(),
 		Subscribers:  int(p.stats.subscribers.Load()),
 		Delivered:    p.stats.deliveredGone.Load(),
+		TagsRefused:  p.stats.tagsRefused.Load(),
+		Listener:     p.ac.stats.snapshot(),
 	}
 	for _, pl := range *p.links.Load() {
 		s.Delivered += pl.send.delivered()
@@ -353,14 +366,18 @@ func (pl *pubLink) sized(l *link) error {
 	return nil
 }
 
-func (pl *pubLink) up(*link) {
+func (pl *pubLink) up(l *link) {
+	pl.p.ac.setUp(l)
 	pl.p.setLinks(pl, nil)
 	if pl.p.closed.Load() {
 		pl.p.retire(pl) // came up while the publisher closed
 	}
 }
 
-func (pl *pubLink) setupFailed(l *link) { l.finishClose() }
+func (pl *pubLink) setupFailed(l *link) {
+	pl.p.ac.setupFailed(l)
+	l.finishClose()
+}
 
 // ended is the subscriber gone: out of the table, and closed.
 func (pl *pubLink) ended(*link) { pl.p.retire(pl) }
@@ -385,6 +402,7 @@ func (pl *pubLink) released(*link) {
 	if pl.send.watch != nil {
 		pl.send.watch.close()
 	}
+	pl.p.ac.released()
 }
 
 // progress does what pl waits for as far as it can without waiting, and
@@ -435,8 +453,13 @@ func (pl *pubLink) progress() bool {
 	return true
 }
 
-// apply puts a request into the table; under tableMu.
+// apply puts a request into the table; under tableMu. A subscription that
+// would take the subscriber past MaxTags is refused whole.
 func (pl *pubLink) apply(r pendingRequest) ack {
+	if r.kind == kindSubscribe && pl.newTags(r.req.tags) > pl.p.cfg.MaxTags-len(pl.tags) {
+		pl.p.stats.tagsRefused.Add(1)
+		return ack{id: r.req.id, refused: true, incarnation: pl.p.incarnation}
+	}
 	a := ack{id: r.req.id, incarnation: pl.p.incarnation, tags: r.req.tags, next: make([]uint64, len(r.req.tags))}
 	for i, tag := range r.req.tags {
 		if r.kind == kindSubscribe {
@@ -446,6 +469,18 @@ func (pl *pubLink) apply(r pendingRequest) ack {
 		}
 	}
 	return a
+}
+
+// newTags counts the tags the subscriber does not hold yet (a tag named
+// twice, which netio's subscribers never do, twice).
+func (pl *pubLink) newTags(tags []uint64) int {
+	n := 0
+	for _, tag := range tags {
+		if _, ok := pl.tags[tag]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // join adds pl to tag's subscribers and returns the tag's next sequence
