@@ -528,7 +528,7 @@ func (pl *pubLink) leave(tag uint64) {
 func (pl *pubLink) sendAck(a *ack) {
 	for first := true; first || len(a.tags) > 0; first = false {
 		n := min(len(a.tags), tagsPerAck)
-		part := ack{id: a.id, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
+		part := ack{id: a.id, refused: a.refused, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
 		if err := pl.l.sendOwnerControl(kindAck, part.marshal()); err != nil {
 			return
 		}
