@@ -387,5 +387,3 @@ func TestMaxTags(t *testing.T) {
 		t.Errorf("publisher stats %+v; want TagsRefused 1 and Tags 3", st)
 	}
 }
-
-
