@@ -184,27 +184,40 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 		return
 	}
 	req := ev.Info
-	h, err := parseHello(ev.PrivateData())
-	switch {
-	case a.closed:
-		a.pep.Reject(req, rejectData)
-	case err != nil:
+	h, reject := a.screen(ev.PrivateData())
+	if reject == nil {
+		reject = a.admit(req, h)
+	} else if !a.closed {
 		a.stats.rejectedPeer.Add(1)
-		a.pep.Reject(req, rejectData)
-	case h.mode != a.mode && !a.anyMode:
-		a.stats.rejectedPeer.Add(1)
-		a.pep.Reject(req, rejectModeData)
-	case h.role != a.role:
-		a.stats.rejectedPeer.Add(1)
-		a.pep.Reject(req, rejectRoleData)
-	case a.stats.conns.Load() >= int64(a.maxConns):
-		a.stats.rejectedFull.Add(1)
-		a.pep.Reject(req, rejectLimitData)
-	default:
-		if reject := a.owner.admit(req, h); reject != nil {
-			a.pep.Reject(req, reject)
-		}
 	}
+	if reject != nil {
+		a.pep.Reject(req, reject)
+	}
+}
+
+// screen checks a connection request's private data, which anyone may
+// send: it returns the data to reject the request with, or nil for a hello
+// its owner may admit.
+func (a *acceptor) screen(data []byte) (hello, []byte) {
+	h, err := parseHello(data)
+	switch {
+	case err != nil || a.closed:
+		return h, rejectData
+	case h.mode != a.mode && !a.anyMode:
+		return h, rejectModeData
+	case h.role != a.role:
+		return h, rejectRoleData
+	}
+	return h, nil
+}
+
+// admit applies the acceptor's own limit, then its owner's.
+func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
+	if a.stats.conns.Load() >= int64(a.maxConns) {
+		a.stats.rejectedFull.Add(1)
+		return rejectLimitData
+	}
+	return a.owner.admit(req, h)
 }
 
 // affords reports whether the process's registered-memory budget has room
