@@ -41,6 +41,14 @@ func TestLimitCeilings(t *testing.T) {
 		{"Config: connections", []netio.Option{netio.WithConfig(netio.Config{MaxConns: -5})}},
 		{"Config: tags", []netio.Option{netio.WithConfig(netio.Config{MaxTags: netio.MaxMaxTags + 1})}},
 	}
+	// A publisher's subscribers choose their mode: a window that fits the
+	// LowLatency default buffers may not fit HighThroughput's 1 MiB pages.
+	if p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", netio.WithWindow(1024)); err == nil {
+		p.Close()
+		t.Error("ListenPublisher with a window of 1024 pages of 1 MiB for HighThroughput subscribers succeeded")
+	} else if !errors.Is(err, netio.ErrInvalidConfig) {
+		t.Errorf("ListenPublisher with a window of 1024 pages of 1 MiB: %v; want ErrInvalidConfig", err)
+	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			check := func(what string, err error) {

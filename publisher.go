@@ -103,6 +103,19 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 			break // listen reports it
 		}
 	}
+	// Subscribers choose their mode, and each mode has its own defaults:
+	// the links of either must fit MaxConnMemory.
+	opts = append(opts[:len(opts):len(opts)], func(c *Config) error {
+		for _, m := range []Mode{LowLatency, HighThroughput} {
+			x := *c
+			x.Mode = m
+			x.setDefaults()
+			if err := checkConnMemory(x.BufferSize, x.Window); err != nil {
+				return fmt.Errorf("%w (for a %v subscriber)", err, m)
+			}
+		}
+		return nil
+	})
 	var p *Publisher
 	_, _, err := listen("listen", network, address, opts, roleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
 		ac.anyMode = true
