@@ -2,11 +2,13 @@ package netio_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,11 +17,13 @@ import (
 )
 
 // A listener in a process out of file descriptors: a child process with a
-// low RLIMIT_NOFILE listens, and plain TCP sockets that never send a
-// request take its last descriptors (libfabric accepts each and waits for
-// its request). Before, the reactor then spun on the listening socket it
-// could not accept from; now the listener pauses, counts it, and takes
-// requests again once descriptors are free.
+// low RLIMIT_NOFILE listens. Connections it accepts and holds take its
+// descriptors until a request cannot be served: the dialer is told so
+// (ErrRejected, or a timeout), not left with EINPROGRESS. Then plain TCP
+// sockets that never send a request take its last descriptors (libfabric
+// accepts each and waits for its request). Before, the reactor then spun
+// on the listening socket it could not accept from; now the listener
+// pauses, counts it, and takes requests again once descriptors are free.
 
 const filesChildEnv = "NETIO_FILES_CHILD"
 
@@ -35,7 +39,8 @@ func TestOutOfFilesChild(t *testing.T) {
 }
 
 // filesChild listens, lowers its descriptor limit to filesSpare above what
-// it has open, and answers "stats" on stdin until "quit".
+// it has open, accepts and holds connections, and answers "stats" and
+// "drain" (close the connections held) on stdin until "quit".
 func filesChild() {
 	ln, err := netio.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,6 +63,35 @@ func filesChild() {
 		fmt.Println("ERR", err)
 		return
 	}
+	var mu sync.Mutex
+	var held []*netio.Conn
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		for {
+			c, err := ln.AcceptConn()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	drain := func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		mu.Unlock()
+	}
+	defer func() {
+		// The connections the accepting goroutine may still take first.
+		ln.Close()
+		<-accepting
+		drain()
+	}()
 	fmt.Println("ADDR", ln.Addr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -65,6 +99,9 @@ func filesChild() {
 		case "stats":
 			st := ln.Stats()
 			fmt.Println("STATS", st.AcceptPauses, st.Accepted)
+		case "drain":
+			drain()
+			fmt.Println("DRAINED")
 		case "quit":
 			return
 		}
@@ -126,6 +163,30 @@ func TestListenerOutOfFiles(t *testing.T) {
 		return pauses, accepted
 	}
 
+	// Connections until one cannot be served: its Dial is rejected or
+	// times out (the child may be unable even to accept the socket).
+	var dialed []*netio.Conn
+	for failed := false; !failed; {
+		if len(dialed) > filesSpare {
+			t.Fatalf("%d connections to a child with %d descriptors to spare all succeeded", len(dialed), filesSpare)
+		}
+		d, err := netio.Dial("tcp", addr, netio.WithConnectTimeout(2*time.Second))
+		if err == nil {
+			dialed = append(dialed, d)
+			continue
+		}
+		failed = true
+		t.Logf("Dial to a child out of descriptors: %v", err)
+		if !errors.Is(err, netio.ErrRejected) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Dial to a child out of descriptors: %v; want ErrRejected, ECONNREFUSED or a timeout", err)
+		}
+	}
+	for _, d := range dialed {
+		d.Close()
+	}
+	fmt.Fprintln(stdin, "drain")
+	c.waitFor(t, "DRAINED")
+
 	var raws []net.Conn
 	closeRaws := func() {
 		for _, r := range raws {
@@ -150,18 +211,25 @@ func TestListenerOutOfFiles(t *testing.T) {
 		}
 	}
 
+	// Once they have left: libfabric notices as it reads their sockets,
+	// so the first Dials may still find the child short.
 	closeRaws()
-	d, err := netio.Dial("tcp", addr, netio.WithConnectTimeout(hangTimeout))
-	if err != nil {
-		t.Fatalf("Dial once the idle sockets left: %v", err)
-	}
-	d.Close()
 	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
-		if _, accepted := stats(); accepted == 1 {
+		d, err := netio.Dial("tcp", addr, netio.WithConnectTimeout(hangTimeout))
+		if err == nil {
+			d.Close()
+			break
+		}
+		if !errors.Is(err, netio.ErrRejected) || time.Now().After(deadline) {
+			t.Fatalf("Dial once the idle sockets left: %v", err)
+		}
+	}
+	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
+		if _, accepted := stats(); accepted == uint64(len(dialed))+1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the listener did not count the connection in %v", hangTimeout)
+			t.Fatalf("the listener did not count the last connection in %v", hangTimeout)
 		}
 	}
 	fmt.Fprintln(stdin, "quit")
