@@ -71,8 +71,8 @@ func reserveRegistered(n int) error {
 	for {
 		cur := registered.bytes.Load()
 		if cur+int64(n) > limit {
-			return fmt.Errorf("%w: %d MiB more would make %d MiB, above the process's limit of %d MiB (SetMaxRegisteredMemory)",
-				ErrMemoryLimit, n>>20, (cur+int64(n))>>20, limit>>20)
+			return fmt.Errorf("%w: %d bytes more would make %d, above the process's limit of %d (SetMaxRegisteredMemory)",
+				ErrMemoryLimit, n, cur+int64(n), limit)
 		}
 		if registered.bytes.CompareAndSwap(cur, cur+int64(n)) {
 			return nil
