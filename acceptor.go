@@ -241,6 +241,7 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	eng.ref() // the link's own, as it may outlive the acceptor
 	l, err := open(eng)
 	if err == nil {
+		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
 		err = l.accept(req, h)
 	}
 	if err != nil {
@@ -256,7 +257,6 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 		return nil, err
 	}
 	req.Free()
-	a.stats.conns.Add(1)
 	eng.watchSetup(l, a.setupTimeout, &a.stats)
 	return l, nil
 }

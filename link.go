@@ -253,6 +253,7 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 	}
 	if err != nil {
 		l.releaseResources()
+		l.owner.released(l) // what sized built goes too
 	}
 	return err
 }
