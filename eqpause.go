@@ -19,7 +19,10 @@ import (
 // nothing to read. Then it checks whether a descriptor can be had and, if
 // not, stops watching the queue for a while, 5 ms doubling up to 1 s, the
 // way Go's net/http accept loop backs off on EMFILE. Requests wait in the
-// kernel's backlog meanwhile, and are taken once descriptors are free.
+// kernel's backlog meanwhile, and are taken once descriptors are free. The
+// queue is the fabric's: the connection events of the process's other
+// endpoints on it wait too, at most a pause, which is little next to a
+// process that cannot open a descriptor.
 
 const (
 	pauseFirst = 5 * time.Millisecond
