@@ -240,6 +240,7 @@ type tagState struct {
 // awaitedAck is a subscribe or unsubscribe request waiting for its acks.
 type awaitedAck struct {
 	want, got int
+	refused   bool // the publisher refused part of the request; set before done is closed
 	states    map[uint64]*tagState
 	done      chan struct{}
 }
@@ -503,7 +504,7 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 		sc.upMu.Unlock()
 		sl := sc.cur.Load()
 		err := sl.request(ctx, kind, tags, policy)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || permanent(err) {
 			return err
 		}
 		select {
@@ -521,6 +522,10 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 
 // errLinkDown is a request cut short by the end of its link.
 var errLinkDown = errors.New("netio: the connection to the publisher ended")
+
+// errTooManyTags is a subscription the publisher refused: it would have
+// taken this process's connection past the publisher's Config.MaxTags.
+var errTooManyTags = fmt.Errorf("%w: the publisher's limit of tags per subscriber (Config.MaxTags) would be passed", ErrRejected)
 
 // request sends a request over sl, grouped by policy, and waits for every
 // tag's acknowledgement.
@@ -569,6 +574,9 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 	}
 	select {
 	case <-pr.done:
+		if pr.refused {
+			return errTooManyTags
+		}
 		return nil
 	case <-sl.l.life.done:
 		return errLinkDown
@@ -586,6 +594,13 @@ func (sc *subConn) onAck(a ack) {
 	pr := sc.acks[a.id]
 	if pr == nil {
 		return // a request that gave up
+	}
+	if a.refused {
+		if pr.want > 0 {
+			pr.want, pr.refused = 0, true
+			close(pr.done)
+		}
+		return
 	}
 	for i, tag := range a.tags {
 		if st := pr.states[tag]; st != nil {
@@ -781,8 +796,13 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink) error {
 }
 
 // permanent reports whether a connection error will not go away by
-// dialling again: the peer is not a publisher, or broke the protocol.
+// dialling again: the peer is not a publisher, refuses the tags, or broke
+// the protocol. A publisher at one of its limits (connections, memory)
+// may have room later.
 func permanent(err error) bool {
+	if errors.Is(err, errAtLimit) {
+		return false
+	}
 	return errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrInvalidConfig)
 }
 
