@@ -122,6 +122,9 @@ func TestKeyRejects(t *testing.T) {
 
 				_, err = netio.Dial("tcp", ln.Addr().String(), netio.WithMode(m), netio.WithKey(c.dialKey))
 				wantRejected(t, "Dial", err)
+				if st := ln.Stats(); st.RejectedAuth != 1 || st.RejectedPeer != 0 || st.Accepted != 1 {
+					t.Fatalf("listener stats %+v, want 1 accepted and 1 rejected at admission", st)
+				}
 
 				echo(t, keep, keepServer, []byte("the other connection"))
 				// The rejected dial never reached Accept: the next
@@ -181,6 +184,9 @@ func TestForgedAckAtKeyedListener(t *testing.T) {
 
 			wantAuthReject(t, addr, append(tcpCMHeader(tcpCMConnReq, defaultHello(m)), forgedAck()...))
 			wantAuthReject(t, addr, append(tcpCMHeader(tcpCMConnReq, keyedJunkHello(m)), forgedAck()...))
+			if st := ln.Stats(); st.RejectedAuth != 2 {
+				t.Fatalf("listener stats %+v, want 2 rejected at admission", st)
+			}
 
 			echo(t, keep, keepServer, []byte("the other connection"))
 			stillServes(t, ln, opts...)

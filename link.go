@@ -97,6 +97,7 @@ type linkResources struct {
 	rxRegion  *ofi.Region
 	txRegion  *ofi.Region
 	ctl       controlSlots
+	reserved  int // bytes of the process's registered-memory budget held
 }
 
 // linkOwner is told what happens to a link. Its methods run on the reactor.
@@ -168,12 +169,25 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		l.sizes.msgMax = int(m)
 	}
 	bufSize = min(bufSize, l.sizes.msgMax)
-	res.token = e.newToken(l)
-	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
+	// What may run out (the memory budget, memory, descriptors) is taken
+	// before the endpoint: the endpoint of an accepted request takes over
+	// its socket, and a request that fails before that can still be
+	// rejected with a reason instead of seeing its socket closed.
+	if err = l.reserve(window*bufSize + ctlSlots*(headerSize+l.cfg.ctlPayload)); err != nil {
 		return err
 	}
 	// Receives, sends, control messages, and the tcp guard's trap.
 	if res.cq, err = res.dom.domain.OpenCQ(window + l.cfg.txWindow + ctlSlots + 2); err != nil {
+		return err
+	}
+	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
+		return err
+	}
+	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
+		return err
+	}
+	res.token = e.newToken(l)
+	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
 		return err
 	}
 	if err = res.ep.BindEQ(res.fab.eq); err != nil {
@@ -183,12 +197,6 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	if err = res.ep.Enable(); err != nil {
-		return err
-	}
-	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
-		return err
-	}
-	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
 		return err
 	}
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
@@ -276,6 +284,7 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 	}
 	if err != nil {
 		l.releaseResources()
+		l.owner.released(l) // what sized built goes too
 	}
 	return err
 }
@@ -296,6 +305,9 @@ func (l *link) setPeer(h hello) error {
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
 	l.frames = l.cfg.framing.checker(s.maxRecv)
+	if err := l.reserve(slots * bufSize); err != nil {
+		return err
+	}
 	var err error
 	if l.res.txRegion, err = l.res.dom.domain.NewRegion(slots * bufSize); err != nil {
 		return err
@@ -303,6 +315,23 @@ func (l *link) setPeer(h hello) error {
 	l.tx = sendQueue{mem: l.res.txRegion.Bytes(), bufSize: bufSize, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
 	l.txCompleted = make([]bool, slots)
 	return l.owner.sized(l)
+}
+
+// reserve takes n bytes of the process's registered-memory budget for l,
+// given back when its resources are released.
+func (l *link) reserve(n int) error {
+	if err := reserveRegistered(n); err != nil {
+		return err
+	}
+	l.res.reserved += n
+	return nil
+}
+
+// registers is an upper bound of the memory a link of c accepted from a
+// peer that sent h registers: what openEndpoint and setPeer reserve.
+func (c *linkConfig) registers(h hello) int {
+	tx := min(int(h.window), c.txWindow) * min(int(h.bufferSize), c.txBufSize)
+	return c.rxWindow*c.rxBufSize + tx + ctlSlots*(headerSize+c.ctlPayload)
 }
 
 // handleEvent takes the connection-management events of l's endpoint.
@@ -319,21 +348,49 @@ func (l *link) handleEvent(ev *ofi.Event) {
 		}
 	case ofi.EventError:
 		err := error(ev.Err)
-		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && l.life.state == linkConnecting {
-			err = syscall.ECONNREFUSED
-			switch string(ev.PrivateData()) {
-			case rejectMarker:
-				err = ErrRejected
-			case rejectModeMarker:
-				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
-			case rejectRoleMarker:
-				err = fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
-			case rejectAuthMarker:
-				err = errAuth(l.cfg.key)
-			}
+		if l.life.state == linkConnecting {
+			err = l.setupError(ev)
 		}
 		l.fail(err)
 	}
+}
+
+// errAtLimit is wrapped, with ErrRejected, by the dialer's error when the
+// listener was at one of its limits: a condition that may pass, unlike a
+// rejection for mode or role.
+var errAtLimit = errors.New("the listener is at a limit (connections, registered memory or file descriptors)")
+
+// setupError is what a dialer reports for a connection request that
+// failed. A netio listener's reject says why. Anything else that ends a
+// request before it is answered is a refusal, as net.Dial would say: a
+// listener that closes the socket shows in libfabric's tcp as a stale
+// errno (EINPROGRESS, left by the connect), and a reply that is not
+// libfabric's as ENOPROTOOPT, neither of which tells the caller anything.
+func (l *link) setupError(ev *ofi.Event) error {
+	switch string(ev.PrivateData()) {
+	case rejectMarker:
+		return ErrRejected
+	case rejectModeMarker:
+		return fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
+	case rejectRoleMarker:
+		return fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
+	case rejectLimitMarker:
+		return fmt.Errorf("%w: %w", ErrRejected, errAtLimit)
+	case rejectAuthMarker:
+		return errAuth(l.cfg.key)
+	}
+	e := ev.Err.Err
+	switch {
+	case e == ofi.ECONNREFUSED:
+		return syscall.ECONNREFUSED
+	case e == ofi.ETIMEDOUT, errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH):
+		return ev.Err // as net.Dial reports them
+	case errors.Is(e, syscall.ENOPROTOOPT):
+		return fmt.Errorf("%w (the peer's answer is not a libfabric connection response)", syscall.ECONNREFUSED)
+	case errors.Is(e, syscall.EINPROGRESS), errors.Is(e, syscall.EIO), errors.Is(e, syscall.ECONNRESET), errors.Is(e, syscall.EPIPE):
+		return fmt.Errorf("%w (the listener closed the connection during set-up)", syscall.ECONNREFUSED)
+	}
+	return fmt.Errorf("%w (set-up failed: %v)", syscall.ECONNREFUSED, ev.Err)
 }
 
 func (l *link) onConnected(ev *ofi.Event) {
@@ -919,6 +976,8 @@ func (l *link) releaseResources() {
 		}
 	}
 	res.ctl.close()
+	releaseRegistered(res.reserved)
+	res.reserved = 0
 	l.tx.wake.close()
 	l.rx.wake.close()
 	if res.dom != nil {

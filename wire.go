@@ -103,6 +103,11 @@ const rejectModeMarker = "NTIO-REJECT-MODE"
 // publisher, a subscriber to a plain listener.
 const rejectRoleMarker = "NTIO-REJECT-ROLE"
 
+// rejectLimitMarker rejects a peer the listener cannot take now: it holds
+// Config.MaxConns connections, the process's registered memory or file
+// descriptors would not suffice.
+const rejectLimitMarker = "NTIO-REJECT-LIMIT"
+
 // role is what one end of a link is. A link joins a connection end to a
 // connection end, or a subscriber to a publisher; byte 6 of the hello,
 // zero in hellos from before publish/subscribe.
