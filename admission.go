@@ -40,7 +40,7 @@ import (
 // listener's answer to this very request (its time, nonce and mac), so a
 // recorded accept proves nothing to a later dial, and only a holder of the
 // key can answer: the dialer checks it before its link reads anything the
-// listener sent (link.onConnected, link.pollCQ).
+// listener sent (link.onConnected, link.watchCQ).
 //
 // The listener rejects a request whose time is more than authWindow from
 // its own clock, and one it has already seen in that window (replays): a
@@ -52,6 +52,9 @@ const (
 	minKeySize = 16
 	maxKeySize = 64
 
+	// authWindow is how far a request's time may be from the listener's
+	// clock, either way: long enough for loosely synchronised hosts and a
+	// slow set-up, short enough that the replay record stays small.
 	authWindow   = 30 * time.Second
 	authTimeSize = 8
 	authNonce    = 4
