@@ -2,6 +2,9 @@ package netio
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/netio-go/netio/ofi"
 )
@@ -17,7 +20,12 @@ type acceptor struct {
 	mode    Mode
 	anyMode bool // peers may use either mode (a publisher's subscribers)
 	role    role // what the peers must be
+	auth    admission
 	owner   acceptorOwner
+	stats   acceptStats
+
+	maxConns     int           // Config.MaxConns
+	setupTimeout time.Duration // Config.ConnectTimeout
 
 	// Reactor only.
 	token  uint64
@@ -26,17 +34,91 @@ type acceptor struct {
 	closed bool
 }
 
+// acceptStats count what an acceptor did with the requests it got; conns
+// is written on the reactor only, the counters from there and from the
+// sweep of set-up deadlines (also on the reactor).
+type acceptStats struct {
+	accepted, rejectedFull, rejectedMemory, rejectedPeer atomic.Uint64
+	rejectedAuth                                         atomic.Uint64
+	failed, timedOut, acceptPauses                       atomic.Uint64
+	conns                                                atomic.Int64
+}
+
+// ListenerStats are the counters of a Listener's connection set-up since
+// it started (a Publisher's too, in PublisherStats): what it accepted,
+// what it turned away at the handshake and why, and what failed on the
+// way. They are what a listening application has to learn of requests
+// that never reach Accept.
+type ListenerStats struct {
+	// Accepted counts connections set up: queued for Accept, or a
+	// Publisher's subscribers.
+	Accepted uint64
+	// Requests rejected at the handshake, before anything was allocated
+	// for them, by reason: the Backlog or Config.MaxConns was full; the
+	// connection's buffers would have taken the process past
+	// MaxRegisteredMemory; the peer was not a netio peer of this
+	// protocol version, or asked for the other Mode or the wrong role.
+	RejectedFull   uint64
+	RejectedMemory uint64
+	RejectedPeer   uint64
+	// RejectedAuth counts requests that failed admission (Config.Key):
+	// no key where the listener has one, a key where it has none, a
+	// wrong key, a request more than 30 s off this clock, or a replay.
+	RejectedAuth uint64
+	// Failed counts requests admitted whose connection was never set up:
+	// the peer left, or did not complete the handshake within
+	// Config.ConnectTimeout (TimedOut, which Failed includes), or the
+	// endpoint could not be made (out of file descriptors or memory; the
+	// peer is rejected then).
+	Failed   uint64
+	TimedOut uint64
+	// AcceptPauses counts the times the listener stopped taking requests
+	// for a while (5 ms, doubling up to 1 s) because the process had no
+	// free file descriptor, instead of spinning on a listening socket it
+	// could not accept from. Requests wait in the kernel meanwhile; their
+	// Dials may time out.
+	AcceptPauses uint64
+	// Conns is the number of connections held now: being set up, waiting
+	// for Accept, or accepted and not yet closed. Config.MaxConns bounds
+	// it.
+	Conns int
+}
+
+func (s *acceptStats) snapshot() ListenerStats {
+	return ListenerStats{
+		Accepted:       s.accepted.Load(),
+		RejectedFull:   s.rejectedFull.Load(),
+		RejectedMemory: s.rejectedMemory.Load(),
+		RejectedPeer:   s.rejectedPeer.Load(),
+		RejectedAuth:   s.rejectedAuth.Load(),
+		Failed:         s.failed.Load(),
+		TimedOut:       s.timedOut.Load(),
+		AcceptPauses:   s.acceptPauses.Load(),
+		Conns:          int(s.conns.Load()),
+	}
+}
+
 // acceptorOwner takes the requests an acceptor lets through. On the reactor.
 type acceptorOwner interface {
-	// admit answers a request whose hello passed: it accepts it (through
-	// link.accept) and returns nil, or returns the data to reject it with.
+	// admit answers a request whose hello passed and that the acceptor's
+	// limits allow: it accepts it (through acceptor.accept, which rejects
+	// it itself if the link cannot be made) and returns nil, or returns
+	// the data to reject it with.
 	admit(req *ofi.Info, h hello) (reject []byte)
 }
 
+// requestReadTimeout bounds how long libfabric's tcp provider may wait, on
+// the reactor, for the rest of a connection request whose first bytes came
+// (ofi/cmread.go): a client that stops halfway stalls every connection of
+// the process for this long, not until it goes away. A real request's
+// bytes all arrive in one segment before the provider reads them.
+const requestReadTimeout = 50 * time.Millisecond
+
 var (
-	rejectData     = []byte(rejectMarker)
-	rejectModeData = []byte(rejectModeMarker)
-	rejectRoleData = []byte(rejectRoleMarker)
+	rejectData      = []byte(rejectMarker)
+	rejectModeData  = []byte(rejectModeMarker)
+	rejectRoleData  = []byte(rejectRoleMarker)
+	rejectLimitData = []byte(rejectLimitMarker)
 )
 
 // listen resolves address and opens the passive endpoint; Listen's and
@@ -69,7 +151,8 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if err != nil {
 		return nil, cfg, opErr(err)
 	}
-	ac := &acceptor{eng: eng, network: prov, mode: cfg.Mode, role: r}
+	ac := &acceptor{eng: eng, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
+		auth: admission{key: cfg.Key, seen: replays}}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
@@ -102,6 +185,11 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 	if err = a.pep.Listen(); err != nil {
 		return err
 	}
+	if a.network == "tcp" {
+		if err = a.pep.BoundRequestReads(requestReadTimeout); err != nil {
+			return err
+		}
+	}
 	ap, err := a.pep.Addr()
 	if err != nil {
 		return err
@@ -116,36 +204,109 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 		return
 	}
 	req := ev.Info
-	h, err := parseHello(ev.PrivateData())
-	switch {
-	case err != nil || a.closed:
-		a.pep.Reject(req, rejectData)
-	case h.mode != a.mode && !a.anyMode:
-		a.pep.Reject(req, rejectModeData)
-	case h.role != a.role:
-		a.pep.Reject(req, rejectRoleData)
-	default:
-		if reject := a.owner.admit(req, h); reject != nil {
-			a.pep.Reject(req, reject)
+	h, reject := a.screen(ev.PrivateData())
+	if reject == nil {
+		reject = a.admit(req, h)
+	} else if !a.closed {
+		if string(reject) == rejectAuthMarker {
+			a.stats.rejectedAuth.Add(1)
+		} else {
+			a.stats.rejectedPeer.Add(1)
 		}
+	}
+	if reject != nil {
+		a.pep.Reject(req, reject)
 	}
 }
 
+// screen checks a connection request's private data, which anyone may
+// send: it returns the data to reject the request with, or nil for a hello
+// its owner may admit.
+func (a *acceptor) screen(data []byte) (hello, []byte) {
+	h, err := parseHello(data)
+	if err != nil || a.closed {
+		return h, rejectData
+	}
+	// The key first, before anything else about the peer is looked at,
+	// let alone an endpoint made for it (admission.go).
+	if h.auth, err = a.auth.check(data, time.Now()); err != nil {
+		return h, rejectAuthData
+	}
+	switch {
+	case h.mode != a.mode && !a.anyMode:
+		return h, rejectModeData
+	case h.role != a.role:
+		return h, rejectRoleData
+	}
+	return h, nil
+}
+
+// admit applies the acceptor's own limit, then its owner's.
+func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
+	if a.stats.conns.Load() >= int64(a.maxConns) {
+		a.stats.rejectedFull.Add(1)
+		return rejectLimitData
+	}
+	return a.owner.admit(req, h)
+}
+
+// affords reports whether the process's registered-memory budget has room
+// for a link of lc to the peer of h, and counts the request as rejected if
+// not. Checked before anything is made for the peer.
+func (a *acceptor) affords(lc *linkConfig, h hello) bool {
+	if affordable(lc.registers(h)) {
+		return true
+	}
+	a.stats.rejectedMemory.Add(1)
+	return false
+}
+
 // accept makes the link for an admitted request, with the engine
-// reference the link holds (open builds it and its owner), and frees req.
-func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link, error)) error {
+// reference the link holds (open builds it and its owner), and answers
+// req: accepted, or rejected if the link could not be made. The link's
+// set-up is then bounded by the acceptor's timeout, and it counts among
+// the acceptor's connections until its owner reports it released.
+func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link, error)) (*link, error) {
 	eng := a.eng
 	eng.ref() // the link's own, as it may outlive the acceptor
 	l, err := open(eng)
 	if err == nil {
+		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
 		err = l.accept(req, h)
 	}
-	req.Free()
 	if err != nil {
 		eng.release()
+		// Not accepted, so req's handle is still ours: the peer hears
+		// why, unless the endpoint had already taken its socket.
+		a.pep.Reject(req, rejectLimitData)
+		if errors.Is(err, ErrMemoryLimit) {
+			a.stats.rejectedMemory.Add(1)
+		} else {
+			a.stats.failed.Add(1)
+		}
+		return nil, err
 	}
-	return err
+	req.Free()
+	eng.watchSetup(l, a.setupTimeout, &a.stats)
+	return l, nil
 }
+
+// setUp is an accepted link up: it no longer has a set-up deadline. On
+// the reactor.
+func (a *acceptor) setUp(l *link) {
+	a.eng.forgetSetup(l)
+	a.stats.accepted.Add(1)
+}
+
+// setupFailed is an accepted link that failed before it was up.
+func (a *acceptor) setupFailed(l *link) {
+	a.eng.forgetSetup(l)
+	a.stats.failed.Add(1)
+}
+
+// released is an accepted link gone: it no longer counts against
+// MaxConns. On the reactor.
+func (a *acceptor) released() { a.stats.conns.Add(-1) }
 
 // close stops taking requests; on the reactor.
 func (a *acceptor) close() {

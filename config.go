@@ -16,15 +16,15 @@ type Config struct {
 	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
 	// posts (header included); the peer fragments its messages, or sizes
-	// its pages, to fit. At least 4 KiB. Zero means the default of the
-	// Mode:
+	// its pages, to fit. At least 4 KiB, at most MaxBufferSize. Zero
+	// means the default of the Mode:
 	//
 	//	LowLatency      DefaultBufferSize  256 KiB  (a fragment)
 	//	HighThroughput  DefaultPageSize      1 MiB  (a page)
 	BufferSize int
 	// Window is the number of receive buffers (pages) this side posts, so
 	// the number of messages (pages) the peer may have in flight. At
-	// least 4. Zero means the default of the Mode:
+	// least 4, at most MaxWindow. Zero means the default of the Mode:
 	//
 	//	LowLatency      DefaultWindow  16 buffers
 	//	HighThroughput  DefaultPages    8 pages
@@ -32,7 +32,9 @@ type Config struct {
 	// A connection's registered memory is bounded by BufferSize × Window
 	// for receiving plus as much for sending: 2 × 8 × 1 MiB = 16 MiB with
 	// the HighThroughput defaults, 2 × 16 × 256 KiB = 8 MiB with the
-	// LowLatency ones.
+	// LowLatency ones. That bound may not pass MaxConnMemory, and every
+	// connection's buffers count against the process's
+	// MaxRegisteredMemory.
 	Window int
 	// FlushInterval is how long a partly filled page may wait before it
 	// is sent (HighThroughput mode). Zero means DefaultFlushInterval.
@@ -45,11 +47,14 @@ type Config struct {
 	// FlushInterval; see the README for the measurements.
 	NoIdleFlush bool
 	// MaxMessageSize is the largest message this side sends or accepts;
-	// the smaller of the two sides' values applies to each direction.
-	// Zero means DefaultMaxMessageSize.
+	// the smaller of the two sides' values applies to each direction. At
+	// most MaxMaxMessageSize. Zero means DefaultMaxMessageSize.
 	MaxMessageSize int
-	// ConnectTimeout bounds connection set-up when Dial's context has no
-	// earlier deadline. Zero means DefaultConnectTimeout.
+	// ConnectTimeout bounds connection set-up: a Dial's, when its context
+	// has no earlier deadline, and that of each connection a Listener or
+	// Publisher accepts, which is dropped (and counted in its Stats) if
+	// the peer has not completed the handshake by then. Zero means
+	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// Linger bounds how long Close keeps sending what was already written
 	// when the peer is slow to take it. Zero means DefaultLinger.
@@ -62,9 +67,20 @@ type Config struct {
 	// CPUs and no polling on smaller ones; a negative value parks at once.
 	// With GOMAXPROCS=1 it never polls.
 	PollFor time.Duration
-	// Backlog is the number of connections a Listener holds for Accept.
-	// Zero means DefaultBacklog.
+	// Backlog is the number of connections a Listener holds for Accept;
+	// a request beyond it is rejected (ErrRejected at the dialer). At most
+	// MaxBacklog. Zero means DefaultBacklog.
 	Backlog int
+	// MaxConns is the number of connections a Listener or Publisher holds
+	// at once: being set up, waiting for Accept, and accepted and not yet
+	// closed (a Publisher's subscribers). A request beyond it is rejected
+	// at the handshake, before anything is allocated for it. Zero means
+	// DefaultMaxConns.
+	MaxConns int
+	// MaxTags is the number of tags one subscriber's connection may hold
+	// at a Publisher (ListenPublisher only); a subscription past it fails
+	// with ErrRejected. At most MaxMaxTags. Zero means DefaultMaxTags.
+	MaxTags int
 	// Policy is what a subscription does when its subscriber falls behind
 	// (Subscribe only). Zero means Block: lossless.
 	Policy Policy
@@ -72,6 +88,18 @@ type Config struct {
 	// holds for its reader (Subscribe only). Zero means
 	// DefaultSubscriptionBuffer.
 	SubscriptionBuffer int
+	// Key, when set, is a pre-shared key of 16 to 64 bytes that admits a
+	// connection: a Listener or Publisher with a key takes only peers
+	// that prove they hold the same key, and turns every other away
+	// before it posts any buffer for them; a Dial or Subscribe with a key
+	// connects only to a listener that proves it holds it. A peer that
+	// fails is rejected with an error wrapping ErrRejected. Connection
+	// requests carry a timestamp and are refused more than 30 s from
+	// the listener's clock, or when replayed. The key authenticates
+	// connection set-up only: the data that follows is neither encrypted
+	// nor authenticated. Nil (the default) means no key, and such a
+	// listener rejects a peer that sends one.
+	Key []byte
 	// HeartbeatTimeout is how long a connection waits without hearing
 	// anything from its peer before it ends with ErrPeerTimeout: a peer
 	// that stopped or hung, or whose network was cut, which the transport
@@ -189,13 +217,38 @@ type Option func(*Config) error
 // given with WithConfig, whose value is out of range.
 var ErrInvalidConfig = errors.New("netio: invalid configuration")
 
+// Ceilings of the Config fields: a larger value is an error that wraps
+// ErrInvalidConfig, so that no configuration, and no peer that offers
+// one, makes a connection commit memory without bound.
+const (
+	// MaxBufferSize is the largest Config.BufferSize: the largest buffer
+	// a Window of 4 can post within MaxConnMemory.
+	MaxBufferSize = 128 << 20
+	// MaxWindow is the largest Config.Window.
+	MaxWindow = 4096
+	// MaxConnMemory bounds the memory one connection registers, both
+	// directions together: 2 × Config.BufferSize × Config.Window may not
+	// exceed it. Without it, WithBufferSize(1 GiB) made one connection
+	// map 67 GB of address space.
+	MaxConnMemory = 1 << 30
+	// MaxMaxMessageSize is the largest Config.MaxMessageSize: a message
+	// received in several buffers is joined in memory of its size, so
+	// that size needs a bound too.
+	MaxMaxMessageSize = 1 << 30
+	// MaxBacklog is the largest Config.Backlog: the queue is allocated
+	// when the Listener starts (a backlog of 1e9 took Listen 40 s).
+	MaxBacklog = 1 << 16
+	// MaxMaxTags is the largest Config.MaxTags.
+	MaxMaxTags = 1 << 20
+)
+
 // Each field's range is checked in one place: by its option, and again on
 // the final Config (which WithConfig may have filled) before it is used.
 const (
 	minBufferSize = 4 << 10
-	maxBufferSize = 1 << 30
+	maxBufferSize = MaxBufferSize
 	minWindow     = 4
-	maxWindow     = 4096
+	maxWindow     = MaxWindow
 )
 
 func invalid(format string, args ...any) error {
@@ -211,14 +264,23 @@ func checkMode(m Mode) error {
 
 func checkBufferSize(n int) error {
 	if n < minBufferSize || n > maxBufferSize {
-		return invalid("buffer size %d out of range [4 KiB, 1 GiB]", n)
+		return invalid("buffer size %d out of range [4 KiB, %d MiB]", n, maxBufferSize>>20)
 	}
 	return nil
 }
 
 func checkWindow(n int) error {
 	if n < minWindow || n > maxWindow {
-		return invalid("window %d out of range [4, 4096]", n)
+		return invalid("window %d out of range [%d, %d]", n, minWindow, maxWindow)
+	}
+	return nil
+}
+
+// checkConnMemory checks what a connection of buffers of size bytes,
+// window of them in each direction, registers.
+func checkConnMemory(size, window int) error {
+	if n := 2 * int64(size) * int64(window); n > MaxConnMemory {
+		return invalid("buffer size %d × window %d × 2 directions = %d MiB of registered memory per connection, above MaxConnMemory (%d MiB)", size, window, n>>20, MaxConnMemory>>20)
 	}
 	return nil
 }
@@ -226,6 +288,14 @@ func checkWindow(n int) error {
 func checkPositive(what string, n int64) error {
 	if n <= 0 {
 		return invalid("%s must be positive", what)
+	}
+	return nil
+}
+
+// checkRange checks that n is in [1, max].
+func checkRange(what string, n, max int64) error {
+	if n <= 0 || n > max {
+		return invalid("%s %d out of range [1, %d]", what, n, max)
 	}
 	return nil
 }
@@ -271,7 +341,11 @@ func WithWindow(n int) Option {
 
 // WithMaxMessageSize sets Config.MaxMessageSize.
 func WithMaxMessageSize(n int) Option {
-	return func(c *Config) error { c.MaxMessageSize = n; return checkPositive("maximum message size", int64(n)) }
+	return func(c *Config) error { c.MaxMessageSize = n; return checkMaxMessageSize(n) }
+}
+
+func checkMaxMessageSize(n int) error {
+	return checkRange("maximum message size", int64(n), MaxMaxMessageSize)
 }
 
 // WithConnectTimeout sets Config.ConnectTimeout.
@@ -286,7 +360,17 @@ func WithLinger(d time.Duration) Option {
 
 // WithBacklog sets Config.Backlog.
 func WithBacklog(n int) Option {
-	return func(c *Config) error { c.Backlog = n; return checkPositive("backlog", int64(n)) }
+	return func(c *Config) error { c.Backlog = n; return checkRange("backlog", int64(n), MaxBacklog) }
+}
+
+// WithMaxConns sets Config.MaxConns.
+func WithMaxConns(n int) Option {
+	return func(c *Config) error { c.MaxConns = n; return checkPositive("connection limit", int64(n)) }
+}
+
+// WithMaxTags sets Config.MaxTags.
+func WithMaxTags(n int) Option {
+	return func(c *Config) error { c.MaxTags = n; return checkRange("tag limit", int64(n), MaxMaxTags) }
 }
 
 // WithOnMessage sets Config.OnMessage.
@@ -354,6 +438,8 @@ func (c *Config) setDefaults() {
 	orDefault(&c.ConnectTimeout, DefaultConnectTimeout)
 	orDefault(&c.Linger, DefaultLinger)
 	orDefault(&c.Backlog, DefaultBacklog)
+	orDefault(&c.MaxConns, DefaultMaxConns)
+	orDefault(&c.MaxTags, DefaultMaxTags)
 	orDefault(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
 	orDefault(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	if c.HeartbeatInterval == 0 {
@@ -378,13 +464,17 @@ func (c *Config) validate() error {
 		checkMode(c.Mode),
 		checkBufferSize(c.BufferSize),
 		checkWindow(c.Window),
-		checkPositive("maximum message size", int64(c.MaxMessageSize)),
+		checkConnMemory(c.BufferSize, c.Window),
+		checkMaxMessageSize(c.MaxMessageSize),
 		checkPositive("flush interval", int64(c.FlushInterval)),
 		checkPositive("connect timeout", int64(c.ConnectTimeout)),
 		checkPositive("linger", int64(c.Linger)),
-		checkPositive("backlog", int64(c.Backlog)),
+		checkRange("backlog", int64(c.Backlog), MaxBacklog),
+		checkPositive("connection limit", int64(c.MaxConns)),
+		checkRange("tag limit", int64(c.MaxTags), MaxMaxTags),
 		checkPolicy(c.Policy),
 		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
+		checkKey(c.Key),
 		checkHeartbeat(c.HeartbeatInterval, c.HeartbeatTimeout),
 	} {
 		if err != nil {

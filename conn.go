@@ -42,6 +42,7 @@ type Conn struct {
 	closed    atomic.Bool // Close was called
 
 	listener *Listener // reactor only: who accepted it, until it is up
+	acceptor *acceptor // reactor only: who accepted it, for its count of connections
 }
 
 // side is what a sender or receiver needs, off its fast paths, of the
@@ -130,6 +131,10 @@ func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 func (c *Conn) released(*link) {
 	if c.send.watch != nil {
 		c.send.watch.close()
+	}
+	if c.acceptor != nil {
+		c.acceptor.released()
+		c.acceptor = nil
 	}
 }
 

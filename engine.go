@@ -35,6 +35,14 @@ type engine struct {
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 
+	setups     map[*link]setupWatch // accepted links being set up (setup.go)
+	setupTimer *reactor.Timer
+	setupNext  time.Time // when setupTimer fires; zero if stopped
+
+	paused     []*fabricRes // fabrics whose event queue waits out a lack of descriptors (eqpause.go)
+	pauseTimer *reactor.Timer
+	pauseFor   time.Duration // the current pause; doubles while it lasts
+
 	// Heartbeats (heartbeat.go): the links to scan and the timer.
 	beating    []*link
 	beat       *reactor.Timer
@@ -133,12 +141,21 @@ func acquireEngine() (*engine, error) {
 			return nil, err
 		}
 		if err := r.Call(func() {
-			if e.sweep, err = r.NewTimer(e.sweepLingering); err == nil {
-				e.idleTick, err = r.NewTimer(e.onIdleTick)
+			// All made now: when they are needed, the process may be out
+			// of descriptors.
+			if e.sweep, err = r.NewTimer(e.sweepLingering); err != nil {
+				return
 			}
-			if err == nil {
-				e.beat, err = r.NewTimer(e.onBeat)
+			if e.idleTick, err = r.NewTimer(e.onIdleTick); err != nil {
+				return
 			}
+			if e.setupTimer, err = r.NewTimer(e.sweepSetups); err != nil {
+				return
+			}
+			if e.beat, err = r.NewTimer(e.onBeat); err != nil {
+				return
+			}
+			e.pauseTimer, err = r.NewTimer(e.resumeEvents)
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -173,7 +190,9 @@ func (e *engine) release() {
 		e.r.Call(func() {
 			e.sweep.Close()
 			e.idleTick.Close()
+			e.setupTimer.Close()
 			e.beat.Close()
+			e.pauseTimer.Close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
@@ -247,6 +266,7 @@ func (f *fabricRes) release() {
 
 func (f *fabricRes) close() {
 	f.closed = true
+	f.e.unpause(f)
 	f.e.r.Unregister(f.eq.FD())
 	for _, d := range f.domains {
 		d.domain.Close()
@@ -288,25 +308,32 @@ const reactorIn = 0x1 // EPOLLIN
 // until fi_trywait succeeds, and a readable fd keeps the reactor awake.
 func (h *eqHandler) HandleEvents(uint32) {
 	f := (*fabricRes)(h)
+	got := false
 	for i := 0; i < 8 && !f.closed; i++ {
-		f.readEvents()
+		got = f.readEvents() || got
 		if f.closed || f.eq.Pending() {
 			return
 		}
 		if ok, err := f.fabric.TryWait(&f.eqWait); ok || err != nil {
-			return
+			break
 		}
+	}
+	if !f.closed {
+		f.e.afterEvents(f, got)
 	}
 }
 
-func (f *fabricRes) readEvents() {
+// readEvents reads and dispatches the queued events and reports whether
+// there were any.
+func (f *fabricRes) readEvents() (got bool) {
 	// The last connection of a fabric may end inside this loop and
 	// close the fabric with it.
 	for !f.closed {
 		ok, err := f.eq.Read(&f.ev)
 		if err != nil || !ok {
-			return
+			return got
 		}
+		got = true
 		if f.ev.Kind == ofi.EventOther {
 			continue
 		}
@@ -321,6 +348,7 @@ func (f *fabricRes) readEvents() {
 		}
 		t.handleEvent(&f.ev)
 	}
+	return got
 }
 
 // Poll drives the completion queues used since the last sleep; libfabric's

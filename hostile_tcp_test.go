@@ -249,3 +249,42 @@ func TestRandomBytesAfterRequest(t *testing.T) {
 		wantProtocolError(t, victims[i])
 	}
 }
+
+// A client that sends a connection request's header, announcing private
+// data, and then nothing: libfabric's tcp provider reads the rest with a
+// blocking recv on the reactor, which stalled every connection of the
+// process until the client went away. Now that read gives up (see
+// ofi/cmread.go) and the listener serves the others while the client
+// keeps its socket open.
+func TestHalfRequestAtListener(t *testing.T) {
+	for _, m := range modes() {
+		t.Run(m.String(), func(t *testing.T) {
+			ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			keep, keepServer := dialAccept(t, ln, netio.WithMode(m))
+			defer keep.Close()
+			defer keepServer.Close()
+
+			var stalls []net.Conn
+			for range 3 {
+				raw, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer raw.Close()
+				if _, err := raw.Write(tcpCMHeader(tcpCMConnReq, defaultHello(m))[:32]); err != nil {
+					t.Fatal(err)
+				}
+				stalls = append(stalls, raw)
+			}
+			echo(t, keep, keepServer, []byte("not stalled"))
+			stillServes(t, ln, netio.WithMode(m))
+			for _, raw := range stalls {
+				raw.Close()
+			}
+		})
+	}
+}

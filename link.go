@@ -49,11 +49,12 @@ type link struct {
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
 	finSent     bool
 	finRecv     bool
-	shutWrite   bool             // the owner closed its writing side: FIN follows what it wrote
-	ctlOut      [][]byte         // the owner's control messages waiting to go, kind first
-	onMessage   func(msg []byte) // data on the reactor (Config.OnMessage), or nil
-	assembled   []byte           // onMessage's message from several fragments
-	connected   chan error       // the handshake's outcome, for Dial
+	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
+	ctlOut      [][]byte          // the owner's control messages waiting to go, kind first
+	onMessage   func(msg []byte)  // data on the reactor (Config.OnMessage), or nil
+	assembled   []byte            // onMessage's message from several fragments
+	connected   chan error        // the handshake's outcome, for Dial
+	authReq     [authTrailer]byte // dialing with a key: our request's authenticator
 }
 
 // linkConfig is what a link posts and accepts, from the Config of its
@@ -69,11 +70,12 @@ type linkConfig struct {
 	txBufSize  int // bytes each at most
 	maxMessage int
 	linger     time.Duration
+	key        []byte // Config.Key: the handshake proves it (admission.go)
 	beat       beatConfig
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger, beat: beatConfigOf(c)}
+	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -97,6 +99,7 @@ type linkResources struct {
 	rxRegion  *ofi.Region
 	txRegion  *ofi.Region
 	ctl       controlSlots
+	reserved  int // bytes of the process's registered-memory budget held
 }
 
 // linkOwner is told what happens to a link. Its methods run on the reactor.
@@ -144,7 +147,7 @@ func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, net
 
 // openEndpoint opens the endpoint, queue and receive buffers of l from info and
 // posts every receive buffer, so the peer may send as soon as it is
-// connected.
+// connected. The queue is watched only once connected (watchCQ).
 func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	e, res := l.eng, &l.res
 	if res.fab, err = e.fabricFor(info); err != nil {
@@ -168,12 +171,25 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		l.sizes.msgMax = int(m)
 	}
 	bufSize = min(bufSize, l.sizes.msgMax)
-	res.token = e.newToken(l)
-	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
+	// What may run out (the memory budget, memory, descriptors) is taken
+	// before the endpoint: the endpoint of an accepted request takes over
+	// its socket, and a request that fails before that can still be
+	// rejected with a reason instead of seeing its socket closed.
+	if err = l.reserve(window*bufSize + ctlSlots*(headerSize+l.cfg.ctlPayload)); err != nil {
 		return err
 	}
 	// Receives, sends, control messages, and the tcp guard's trap.
 	if res.cq, err = res.dom.domain.OpenCQ(window + l.cfg.txWindow + ctlSlots + 2); err != nil {
+		return err
+	}
+	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
+		return err
+	}
+	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
+		return err
+	}
+	res.token = e.newToken(l)
+	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
 		return err
 	}
 	if err = res.ep.BindEQ(res.fab.eq); err != nil {
@@ -183,12 +199,6 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	if err = res.ep.Enable(); err != nil {
-		return err
-	}
-	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
-		return err
-	}
-	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
 		return err
 	}
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
@@ -210,17 +220,44 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	res.cqWait.Add(res.cq)
-	if err = e.r.Register(res.cq.FD(), reactorIn, (*cqHandler)(l)); err != nil {
+	return nil
+}
+
+// watchCQ starts reading l's completion queue, once the connection is
+// established and, with a key, the peer has proved it holds it.
+//
+// Not before: reading the queue is what makes libfabric's tcp provider
+// parse what the peer sent, and a dialer must not let it parse anything
+// from a listener that has not proved it holds the key (onConnected),
+// since a forged header crashes the provider. The provider gives no such
+// guarantee on its own (libfabric 1.17, prov/tcp/src/tcpx_conn_mgr.c):
+// fi_eq_read runs its connection manager, which on the accept's arrival
+// marks the endpoint connected and adds its socket to the completion
+// queue's wait set (tcpx_ep_enable) before FI_CONNECTED reaches netio; from
+// then on fi_cq_read on the link's queue (tcpx_cq_progress ->
+// tcpx_progress_rx) parses the socket's bytes, and so does fi_trywait on
+// it (util_wait_fd_try -> util_poll_run calls fi_cq_read: measured, a
+// hostile server's forged acknowledgement crashed the dialer inside the
+// engine's fi_trywait while the link was still connecting). And netio's
+// event reads do not always hand FI_CONNECTED over at once: closing
+// another endpoint reads events ahead into the EQ's backlog
+// (ofi.EQ.purge), while the engine goes on polling and trywaiting the
+// queues of its busy links. Before the connection manager has enabled the
+// endpoint, its queue parses nothing: the socket is not in the wait set,
+// and the handshake was read with plain recv, so the endpoint's buffered
+// socket holds nothing.
+func (l *link) watchCQ() error {
+	if err := l.eng.r.Register(l.res.cq.FD(), reactorIn, (*cqHandler)(l)); err != nil {
 		return err
 	}
-	res.cqWatched = true
-	e.markDirty(l)
+	l.res.cqWatched = true
+	l.eng.markDirty(l)
 	return nil
 }
 
 // hello is what l tells the peer at connect: what it posts for it.
-func (l *link) hello() []byte {
-	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}.marshal()
+func (l *link) hello() hello {
+	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}
 }
 
 // connect begins an active connection.
@@ -230,7 +267,9 @@ func (l *link) connect(info *ofi.Info) error {
 		l.releaseResources()
 		return err
 	}
-	if err := l.res.ep.Connect(info, l.hello()); err != nil {
+	var data []byte
+	data, l.authReq = sealRequest(l.cfg.key, l.hello(), time.Now())
+	if err := l.res.ep.Connect(info, data); err != nil {
 		l.releaseResources()
 		return err
 	}
@@ -244,10 +283,11 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 		err = l.setPeer(h)
 	}
 	if err == nil {
-		err = l.res.ep.Accept(l.hello())
+		err = l.res.ep.Accept(sealAccept(l.cfg.key, l.hello(), h.auth))
 	}
 	if err != nil {
 		l.releaseResources()
+		l.owner.released(l) // what sized built goes too
 	}
 	return err
 }
@@ -268,6 +308,9 @@ func (l *link) setPeer(h hello) error {
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
 	l.frames = l.cfg.framing.checker(s.maxRecv)
+	if err := l.reserve(slots * bufSize); err != nil {
+		return err
+	}
 	var err error
 	if l.res.txRegion, err = l.res.dom.domain.NewRegion(slots * bufSize); err != nil {
 		return err
@@ -275,6 +318,23 @@ func (l *link) setPeer(h hello) error {
 	l.tx = sendQueue{mem: l.res.txRegion.Bytes(), bufSize: bufSize, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
 	l.txCompleted = make([]bool, slots)
 	return l.owner.sized(l)
+}
+
+// reserve takes n bytes of the process's registered-memory budget for l,
+// given back when its resources are released.
+func (l *link) reserve(n int) error {
+	if err := reserveRegistered(n); err != nil {
+		return err
+	}
+	l.res.reserved += n
+	return nil
+}
+
+// registers is an upper bound of the memory a link of c accepted from a
+// peer that sent h registers: what openEndpoint and setPeer reserve.
+func (c *linkConfig) registers(h hello) int {
+	tx := min(int(h.window), c.txWindow) * min(int(h.bufferSize), c.txBufSize)
+	return c.rxWindow*c.rxBufSize + tx + ctlSlots*(headerSize+c.ctlPayload)
 }
 
 // handleEvent takes the connection-management events of l's endpoint.
@@ -291,19 +351,49 @@ func (l *link) handleEvent(ev *ofi.Event) {
 		}
 	case ofi.EventError:
 		err := error(ev.Err)
-		if errors.Is(ev.Err.Err, ofi.ECONNREFUSED) && l.life.state == linkConnecting {
-			err = syscall.ECONNREFUSED
-			switch string(ev.PrivateData()) {
-			case rejectMarker:
-				err = ErrRejected
-			case rejectModeMarker:
-				err = fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
-			case rejectRoleMarker:
-				err = fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
-			}
+		if l.life.state == linkConnecting {
+			err = l.setupError(ev)
 		}
 		l.fail(err)
 	}
+}
+
+// errAtLimit is wrapped, with ErrRejected, by the dialer's error when the
+// listener was at one of its limits: a condition that may pass, unlike a
+// rejection for mode or role.
+var errAtLimit = errors.New("the listener is at a limit (connections, registered memory or file descriptors)")
+
+// setupError is what a dialer reports for a connection request that
+// failed. A netio listener's reject says why. Anything else that ends a
+// request before it is answered is a refusal, as net.Dial would say: a
+// listener that closes the socket shows in libfabric's tcp as a stale
+// errno (EINPROGRESS, left by the connect), and a reply that is not
+// libfabric's as ENOPROTOOPT, neither of which tells the caller anything.
+func (l *link) setupError(ev *ofi.Event) error {
+	switch string(ev.PrivateData()) {
+	case rejectMarker:
+		return ErrRejected
+	case rejectModeMarker:
+		return fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
+	case rejectRoleMarker:
+		return fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
+	case rejectLimitMarker:
+		return fmt.Errorf("%w: %w", ErrRejected, errAtLimit)
+	case rejectAuthMarker:
+		return errAuth(l.cfg.key)
+	}
+	e := ev.Err.Err
+	switch {
+	case e == ofi.ECONNREFUSED:
+		return syscall.ECONNREFUSED
+	case e == ofi.ETIMEDOUT, errors.Is(e, syscall.EHOSTUNREACH), errors.Is(e, syscall.ENETUNREACH):
+		return ev.Err // as net.Dial reports them
+	case errors.Is(e, syscall.ENOPROTOOPT):
+		return fmt.Errorf("%w (the peer's answer is not a libfabric connection response)", syscall.ECONNREFUSED)
+	case errors.Is(e, syscall.EINPROGRESS), errors.Is(e, syscall.EIO), errors.Is(e, syscall.ECONNRESET), errors.Is(e, syscall.EPIPE):
+		return fmt.Errorf("%w (the listener closed the connection during set-up)", syscall.ECONNREFUSED)
+	}
+	return fmt.Errorf("%w (set-up failed: %v)", syscall.ECONNREFUSED, ev.Err)
 }
 
 func (l *link) onConnected(ev *ofi.Event) {
@@ -311,7 +401,13 @@ func (l *link) onConnected(ev *ofi.Event) {
 		return
 	}
 	if l.tx.mem == nil { // dialing: the accept's hello sizes the send side
-		h, err := parseHello(ev.PrivateData())
+		// With a key, the listener proves it holds it before anything
+		// it sent is believed, or read: the queue is not watched yet.
+		err := openAccept(l.cfg.key, ev.PrivateData(), l.authReq)
+		var h hello
+		if err == nil {
+			h, err = parseHello(ev.PrivateData())
+		}
 		if err == nil && h.mode != l.cfg.mode {
 			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, l.cfg.mode)
 		}
@@ -325,6 +421,10 @@ func (l *link) onConnected(ev *ofi.Event) {
 			l.fail(err)
 			return
 		}
+	}
+	if err := l.watchCQ(); err != nil {
+		l.fail(err)
+		return
 	}
 	l.life.move(linkOpen)
 	l.startBeat()
@@ -412,10 +512,11 @@ func (h *cqHandler) HandleEvents(uint32) {
 	l.eng.markDirty(l) // still busy: the poller takes it from here
 }
 
-// pollCQ reads l's completions and reports whether there were any.
+// pollCQ reads l's completions and reports whether there were any; not
+// before the link has been open (see watchCQ).
 func (l *link) pollCQ() bool {
 	cq := l.res.cq
-	if cq == nil {
+	if cq == nil || !l.life.wasOpen {
 		return false
 	}
 	e := l.eng
@@ -895,6 +996,8 @@ func (l *link) releaseResources() {
 		}
 	}
 	res.ctl.close()
+	releaseRegistered(res.reserved)
+	res.reserved = 0
 	l.tx.wake.close()
 	l.rx.wake.close()
 	if res.dom != nil {

@@ -43,17 +43,24 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 	return l, nil
 }
 
-// admit accepts a request while the backlog has room; on the reactor.
+// admit accepts a request while the backlog has room and the process
+// can afford the connection's buffers; on the reactor.
 func (l *Listener) admit(req *ofi.Info, h hello) []byte {
 	if len(l.accepted)+l.pending >= cap(l.accepted) {
+		l.ac.stats.rejectedFull.Add(1)
 		return rejectData
 	}
-	err := l.ac.accept(req, h, func(eng *engine) (*link, error) {
+	lc := linkConfigOf(&l.cfg)
+	if !l.ac.affords(&lc, h) {
+		return rejectLimitData
+	}
+	_, err := l.ac.accept(req, h, func(eng *engine) (*link, error) {
 		c, err := newConn(eng, l.cfg, l.ac.network)
 		if err != nil {
 			return nil, err
 		}
 		c.listener = l
+		c.acceptor = l.ac
 		return c.link, nil
 	})
 	if err == nil {
@@ -67,9 +74,11 @@ func (l *Listener) onConnected(c *Conn) {
 	l.pending--
 	c.listener = nil
 	if l.ac.closed {
+		l.ac.setupFailed(c.link)
 		c.link.finishClose()
 		return
 	}
+	l.ac.setUp(c.link)
 	l.accepted <- c // room was checked before accepting
 }
 
@@ -77,8 +86,13 @@ func (l *Listener) onConnected(c *Conn) {
 func (l *Listener) onFailed(c *Conn) {
 	l.pending--
 	c.listener = nil
+	l.ac.setupFailed(c.link)
 	c.link.finishClose()
 }
+
+// Stats returns the listener's counters of connection set-up. Any
+// goroutine, also after Close.
+func (l *Listener) Stats() ListenerStats { return l.ac.stats.snapshot() }
 
 // Accept waits for and returns the next connection; it implements
 // net.Listener.

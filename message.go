@@ -12,17 +12,21 @@ import (
 // released. Holding messages therefore holds the peer back: a connection
 // has Config.Window buffers, and a peer that has filled them all waits.
 //
-// Release must be called exactly once per message; a Message is a small
-// value and may be copied, but not released twice.
+// Release must be called exactly once per message; a second Release of
+// it panics. A Message is a small value and may be copied, but a copy is
+// the same message: release the original or the copy, not both.
 //
 // A Message from a Subscription is a copy, made so that one subscription
 // holding messages never holds back the others on the same connection;
 // its Release recycles the copy's memory, and it has a Tag and a Seq.
 type Message struct {
 	r     *receiver
-	chunk *chunk // a subscription's copy: the arena chunk holding b
+	chunk *chunk    // a subscription's copy: the arena chunk holding b
+	spare *spareBuf // a joined message: the spare buffer holding b
 	b     []byte
-	slot  int32 // receive buffer holding b; -1 for a spare buffer
+	slot  int32  // receive buffer holding b; -1 for a spare buffer
+	gen   uint32 // generation of the slot, chunk or spare when handed out
+	idx   uint32 // the message's number in its slot's visit or its chunk
 	tag   uint64
 	seq   uint64
 }
@@ -45,18 +49,27 @@ func (m Message) Len() int { return len(m.b) }
 
 // Release gives the message's memory back to the connection. It may be
 // called from any goroutine, before or after the connection is closed. On
-// the zero Message it does nothing.
+// the zero Message it does nothing. Called a second time for the same
+// message, it panics (see lending.go): its memory may already hold other
+// data.
 func (m Message) Release() {
 	switch {
 	case m.chunk != nil:
-		m.chunk.release()
+		m.chunk.releaseMessage(m.gen, m.idx)
 	case m.r == nil:
 	case m.slot >= 0:
-		if m.r.q.refs[m.slot].Add(-1) == 0 {
+		q := m.r.q
+		q.lending.release(m.slot, m.gen, m.idx)
+		if q.refs[m.slot].Add(-1) == 0 {
 			m.r.giveBack(uint32(m.slot))
 		}
 	default:
-		m.r.spares.put(m.b)
+		// The spare's generation moves on with each Release: a second
+		// finds it moved, also once the spare holds another message.
+		if !m.spare.gen.CompareAndSwap(m.gen, m.gen+1) {
+			panic(releasedTwice)
+		}
+		m.r.spares.put(m.spare)
 	}
 }
 
@@ -65,35 +78,44 @@ func (m Message) Release() {
 // NextMessage allocates nothing. Release puts them back from any goroutine.
 type sparePool struct {
 	mu    sync.Mutex
-	bufs  [][]byte
+	bufs  []*spareBuf
 	limit int // larger buffers are left to the collector
+}
+
+// spareBuf is a spare buffer with its generation, which each Release of
+// the message in it moves on.
+type spareBuf struct {
+	b   []byte
+	gen atomic.Uint32
 }
 
 // maxSpares bounds the buffers a pool keeps.
 const maxSpares = 4
 
-func (p *sparePool) get(n int) []byte {
+// get returns a spare whose b holds n bytes.
+func (p *sparePool) get(n int) *spareBuf {
 	p.mu.Lock()
 	for i := len(p.bufs) - 1; i >= 0; i-- {
-		if b := p.bufs[i]; cap(b) >= n {
+		if sp := p.bufs[i]; cap(sp.b) >= n {
 			p.bufs[i] = p.bufs[len(p.bufs)-1]
 			p.bufs[len(p.bufs)-1] = nil
 			p.bufs = p.bufs[:len(p.bufs)-1]
 			p.mu.Unlock()
-			return b[:n]
+			sp.b = sp.b[:n]
+			return sp
 		}
 	}
 	p.mu.Unlock()
-	return make([]byte, n)
+	return &spareBuf{b: make([]byte, n)}
 }
 
-func (p *sparePool) put(b []byte) {
-	if cap(b) > p.limit {
+func (p *sparePool) put(sp *spareBuf) {
+	if cap(sp.b) > p.limit {
 		return
 	}
 	p.mu.Lock()
 	if len(p.bufs) < maxSpares {
-		p.bufs = append(p.bufs, b[:0])
+		p.bufs = append(p.bufs, sp)
 	}
 	p.mu.Unlock()
 }
@@ -112,26 +134,37 @@ type chunk struct {
 	a    *arena
 	buf  []byte
 	off  int          // the dispatcher's
+	n    int          // the dispatcher's: messages copied in since reuse
 	refs atomic.Int32 // messages out, plus one while it is being filled
+	// gen moves on each time the chunk is reused, and back has a bit per
+	// message copied in since, set by its Release: a second Release
+	// panics (lending.go explains the same scheme for receive buffers).
+	gen  atomic.Uint32
+	back [chunkMessages / 64]atomic.Uint64
 }
 
 const (
 	chunkSize = 64 << 10
+	// chunkMessages bounds the messages of a chunk, so that its bits of
+	// messages out are a fixed 512 bytes (0.8% of the chunk): messages of
+	// 16 bytes or more fill it by size first.
+	chunkMessages = 4096
 	// maxFreeChunks bounds the chunks an arena keeps for reuse (16 MiB):
 	// enough for a full channel of 4 KiB messages to come back without
 	// the arena allocating while its reader catches up.
 	maxFreeChunks = 256
 )
 
-// copyOf returns a copy of b and the chunk it lies in (nil for a message
-// too large to share a chunk: its own allocation). Dispatcher only.
-func (a *arena) copyOf(b []byte) ([]byte, *chunk) {
+// message returns a Message of a copy of b, with tag and seq, in a chunk
+// (or in an allocation of its own for a message too large to share one).
+// Dispatcher only.
+func (a *arena) message(b []byte, tag, seq uint64) Message {
 	n := len(b)
 	if n > chunkSize/4 {
-		return append([]byte(nil), b...), nil
+		return Message{b: append([]byte(nil), b...), slot: -1, tag: tag, seq: seq}
 	}
 	c := a.cur
-	if c == nil || len(c.buf)-c.off < n {
+	if c == nil || len(c.buf)-c.off < n || c.n == chunkMessages {
 		if c != nil {
 			c.release() // no longer filled
 		}
@@ -141,8 +174,10 @@ func (a *arena) copyOf(b []byte) ([]byte, *chunk) {
 	dst := c.buf[c.off : c.off+n : c.off+n]
 	copy(dst, b)
 	c.off += n
+	idx := c.n
+	c.n++
 	c.refs.Add(1)
-	return dst, c
+	return Message{chunk: c, b: dst, slot: -1, gen: c.gen.Load(), idx: uint32(idx), tag: tag, seq: seq}
 }
 
 func (a *arena) take() *chunk {
@@ -152,7 +187,11 @@ func (a *arena) take() *chunk {
 		a.free[k-1] = nil
 		a.free = a.free[:k-1]
 		a.mu.Unlock()
-		c.off = 0
+		c.gen.Add(1) // first: a late second Release fails on it
+		for i := range (c.n + 63) / 64 {
+			c.back[i].Store(0)
+		}
+		c.off, c.n = 0, 0
 		c.refs.Store(1)
 		return c
 	}
@@ -160,6 +199,16 @@ func (a *arena) take() *chunk {
 	c := &chunk{a: a, buf: make([]byte, chunkSize)}
 	c.refs.Store(1)
 	return c
+}
+
+// releaseMessage is the Release of message idx of generation gen. Any
+// goroutine.
+func (c *chunk) releaseMessage(gen, idx uint32) {
+	mask := uint64(1) << (idx & 63)
+	if c.gen.Load() != gen || c.back[idx>>6].Or(mask)&mask != 0 {
+		panic(releasedTwice)
+	}
+	c.release()
 }
 
 // release drops one reference; the last puts the chunk back. Any goroutine.

@@ -76,8 +76,9 @@ const (
 	DefaultWindow = 16
 	// DefaultMaxMessageSize is the largest message a connection accepts.
 	DefaultMaxMessageSize = 64 << 20
-	// DefaultConnectTimeout bounds Dial when the context has no deadline:
-	// libfabric would wait minutes for a host that drops SYNs.
+	// DefaultConnectTimeout bounds Dial when the context has no deadline
+	// (libfabric would wait minutes for a host that drops SYNs), and the
+	// set-up of each connection a Listener or Publisher accepts.
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultLinger is how long a closed connection keeps sending data
 	// already written before it gives up.
@@ -104,6 +105,18 @@ const (
 	// DefaultBacklog is how many established connections a Listener queues
 	// before Accept takes them; further requests are rejected.
 	DefaultBacklog = 128
+	// DefaultMaxConns is how many connections a Listener or Publisher
+	// holds at once (Config.MaxConns). Each costs about 7 file
+	// descriptors on tcp and, with the LowLatency defaults, 8 MiB of
+	// registered memory: 1,024 of them take ~7,000 descriptors and 8 GiB
+	// of address space, within what a server is usually given, while a
+	// flood of requests is refused long before it exhausts the process.
+	DefaultMaxConns = 1024
+	// DefaultMaxTags is how many tags one subscriber's connection may hold
+	// at a Publisher (Config.MaxTags). A subscribed tag costs 191 bytes
+	// (measured, publisher and subscriber in one process): 16,384 of them
+	// 3 MiB, and a publisher at DefaultMaxConns at most 3 GiB.
+	DefaultMaxTags = 16384
 	// DefaultSubscriptionBuffer is how many messages a Subscription's
 	// channel holds.
 	DefaultSubscriptionBuffer = 1024
@@ -236,8 +249,15 @@ var (
 	// was never owed).
 	ErrProtocol = errors.New("netio: protocol violation")
 	// ErrRejected is returned by Dial when the listener refused the
-	// connection (its backlog was full, or it is closing).
+	// connection: its backlog was full, it holds Config.MaxConns
+	// connections, it could not afford the connection's memory or
+	// descriptors, it uses the other Mode, or it is closing. Dial and
+	// Subscribe return it too when admission failed (Config.Key).
 	ErrRejected = errors.New("netio: connection rejected")
+	// ErrMemoryLimit is returned by Dial, and counted by a Listener, when
+	// a connection's registered buffers would take the process past
+	// MaxRegisteredMemory.
+	ErrMemoryLimit = errors.New("netio: registered memory limit reached")
 	// ErrWouldBlock is returned by TryWrite when the message does not fit
 	// in the free send buffers (NetIO's AGAIN), and by a Write made from
 	// Config.OnMessage (on the reactor) when the peer has no room: waiting

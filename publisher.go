@@ -69,6 +69,7 @@ type pubStats struct {
 	unsubscribed  atomic.Uint64
 	deliveredGone atomic.Uint64 // Delivered of the subscribers that left
 	dropped       atomic.Uint64
+	tagsRefused   atomic.Uint64
 	subscribers   atomic.Int64
 	timedOut      atomic.Uint64
 }
@@ -82,6 +83,12 @@ type PublisherStats struct {
 	Subscribers  int    // subscriber connections now
 	TimedOut     uint64 // subscribers dropped because they went silent (ErrPeerTimeout)
 	Tags         int    // tags with at least one subscriber now
+	// TagsRefused counts subscribe requests refused because they would
+	// have taken a subscriber past Config.MaxTags.
+	TagsRefused uint64
+	// Listener counts the subscribers' connection set-up: accepted,
+	// rejected at the handshake and why, failed.
+	Listener ListenerStats
 }
 
 // tickEvery is how soon the reactor tries again a table change or a
@@ -98,6 +105,19 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 			break // listen reports it
 		}
 	}
+	// Subscribers choose their mode, and each mode has its own defaults:
+	// the links of either must fit MaxConnMemory.
+	opts = append(opts[:len(opts):len(opts)], func(c *Config) error {
+		for _, m := range []Mode{LowLatency, HighThroughput} {
+			x := *c
+			x.Mode = m
+			x.setDefaults()
+			if err := checkConnMemory(x.BufferSize, x.Window); err != nil {
+				return fmt.Errorf("%w (for a %v subscriber)", err, m)
+			}
+		}
+		return nil
+	})
 	var p *Publisher
 	_, _, err := listen("listen", network, address, opts, roleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
 		ac.anyMode = true
@@ -126,12 +146,16 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c.setDefaults()
 	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: taggedPages(m == LowLatency),
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
-		maxMessage: c.MaxMessageSize, linger: c.Linger, beat: beatConfigOf(&c)}
+		maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(&c)}
 }
 
-// admit accepts a subscriber; on the reactor.
+// admit accepts a subscriber whose buffers the process can afford; on the
+// reactor.
 func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
 	lc := p.linkConfig(h.mode)
+	if !p.ac.affords(&lc, h) {
+		return rejectLimitData
+	}
 	p.ac.accept(req, h, func(eng *engine) (*link, error) {
 		pl := &pubLink{p: p, tags: map[uint64]Policy{}}
 		l, err := newLink(eng, pl, &pl.stats, lc, p.ac.network)
@@ -201,6 +225,8 @@ func (p *Publisher) Stats() PublisherStats {
 		Subscribers:  int(p.stats.subscribers.Load()),
 		TimedOut:     p.stats.timedOut.Load(),
 		Delivered:    p.stats.deliveredGone.Load(),
+		TagsRefused:  p.stats.tagsRefused.Load(),
+		Listener:     p.ac.stats.snapshot(),
 	}
 	for _, pl := range *p.links.Load() {
 		s.Delivered += pl.send.delivered()
@@ -356,14 +382,18 @@ func (pl *pubLink) sized(l *link) error {
 	return nil
 }
 
-func (pl *pubLink) up(*link) {
+func (pl *pubLink) up(l *link) {
+	pl.p.ac.setUp(l)
 	pl.p.setLinks(pl, nil)
 	if pl.p.closed.Load() {
 		pl.p.retire(pl) // came up while the publisher closed
 	}
 }
 
-func (pl *pubLink) setupFailed(l *link) { l.finishClose() }
+func (pl *pubLink) setupFailed(l *link) {
+	pl.p.ac.setupFailed(l)
+	l.finishClose()
+}
 
 // ended is the subscriber gone: out of the table, and closed.
 func (pl *pubLink) ended(l *link) {
@@ -393,6 +423,7 @@ func (pl *pubLink) released(*link) {
 	if pl.send.watch != nil {
 		pl.send.watch.close()
 	}
+	pl.p.ac.released()
 }
 
 // progress does what pl waits for as far as it can without waiting, and
@@ -443,8 +474,13 @@ func (pl *pubLink) progress() bool {
 	return true
 }
 
-// apply puts a request into the table; under tableMu.
+// apply puts a request into the table; under tableMu. A subscription that
+// would take the subscriber past MaxTags is refused whole.
 func (pl *pubLink) apply(r pendingRequest) ack {
+	if r.kind == kindSubscribe && pl.newTags(r.req.tags) > pl.p.cfg.MaxTags-len(pl.tags) {
+		pl.p.stats.tagsRefused.Add(1)
+		return ack{id: r.req.id, refused: true, incarnation: pl.p.incarnation}
+	}
 	a := ack{id: r.req.id, incarnation: pl.p.incarnation, tags: r.req.tags, next: make([]uint64, len(r.req.tags))}
 	for i, tag := range r.req.tags {
 		if r.kind == kindSubscribe {
@@ -454,6 +490,18 @@ func (pl *pubLink) apply(r pendingRequest) ack {
 		}
 	}
 	return a
+}
+
+// newTags counts the tags the subscriber does not hold yet (a tag named
+// twice, which netio's subscribers never do, twice).
+func (pl *pubLink) newTags(tags []uint64) int {
+	n := 0
+	for _, tag := range tags {
+		if _, ok := pl.tags[tag]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // join adds pl to tag's subscribers and returns the tag's next sequence
@@ -501,7 +549,7 @@ func (pl *pubLink) leave(tag uint64) {
 func (pl *pubLink) sendAck(a *ack) {
 	for first := true; first || len(a.tags) > 0; first = false {
 		n := min(len(a.tags), tagsPerAck)
-		part := ack{id: a.id, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
+		part := ack{id: a.id, refused: a.refused, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
 		if err := pl.l.sendOwnerControl(kindAck, part.marshal()); err != nil {
 			return
 		}

@@ -21,9 +21,14 @@ import (
 // its table (kindAck):
 //
 //	[0:4]   request id
-//	[4:8]   zero
+//	[4]     flags: ackRefused when the request was not applied
+//	[5:8]   zero
 //	[8:16]  the publisher's incarnation: random, new at every start
 //	[16:]   entries, 16 bytes each: a tag and its next sequence number
+//
+// A refused acknowledgement has no entries: a subscriber from before the
+// flag waits for its tags in vain and its Subscribe times out, rather than
+// taking tags it does not have for subscribed.
 //
 // All little-endian.
 
@@ -38,6 +43,10 @@ const (
 	// tagsPerRequest and tagsPerAck are how many tags fit one message.
 	tagsPerRequest = (ctlPayloadMax - requestHeader) / 8
 	tagsPerAck     = (ctlPayloadMax - ackHeader) / ackEntry
+
+	// ackRefused: the request would have taken the subscriber past the
+	// publisher's Config.MaxTags, and none of its tags were added.
+	ackRefused = 1
 )
 
 // request is a subscribe or unsubscribe message.
@@ -75,6 +84,7 @@ func parseRequest(b []byte) (request, error) {
 // ack is the publisher's answer to a request.
 type ack struct {
 	id          uint32
+	refused     bool
 	incarnation uint64
 	tags        []uint64
 	next        []uint64 // per tag: the sequence number of its next message
@@ -83,6 +93,9 @@ type ack struct {
 func (a *ack) marshal() []byte {
 	b := make([]byte, ackHeader+ackEntry*len(a.tags))
 	binary.LittleEndian.PutUint32(b, a.id)
+	if a.refused {
+		b[4] = ackRefused
+	}
 	binary.LittleEndian.PutUint64(b[8:], a.incarnation)
 	for i, t := range a.tags {
 		binary.LittleEndian.PutUint64(b[ackHeader+ackEntry*i:], t)
@@ -96,7 +109,7 @@ func parseAck(b []byte) (ack, error) {
 		return ack{}, fmt.Errorf("%w: acknowledgement of %d bytes", ErrProtocol, len(b))
 	}
 	n := (len(b) - ackHeader) / ackEntry
-	a := ack{id: binary.LittleEndian.Uint32(b), incarnation: binary.LittleEndian.Uint64(b[8:]), tags: make([]uint64, n), next: make([]uint64, n)}
+	a := ack{id: binary.LittleEndian.Uint32(b), refused: b[4]&ackRefused != 0, incarnation: binary.LittleEndian.Uint64(b[8:]), tags: make([]uint64, n), next: make([]uint64, n)}
 	for i := 0; i < n; i++ {
 		a.tags[i] = binary.LittleEndian.Uint64(b[ackHeader+ackEntry*i:])
 		a.next[i] = binary.LittleEndian.Uint64(b[ackHeader+ackEntry*i+8:])

@@ -35,6 +35,7 @@ func FuzzRequest(f *testing.F) {
 func FuzzAck(f *testing.F) {
 	f.Add((&ack{id: 7, incarnation: 1 << 60, tags: []uint64{3, 4}, next: []uint64{0, 99}}).marshal())
 	f.Add([]byte{})
+	f.Add((&ack{id: 8, refused: true, incarnation: 5}).marshal())
 	f.Add(make([]byte, ackHeader+ackEntry-1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := parseAck(b)

@@ -47,6 +47,7 @@ type recvQueue struct {
 	free    *spscRing // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
 	refs    []atomic.Int32 // per buffer: Messages handed out minus those released
+	lending lending        // which Messages are out, to catch a second Release
 	kickAt  int            // free buffers that make it worth waking the reactor
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once
 	held    atomic.Bool    // Messages may outlive the connection (zero-copy reads)

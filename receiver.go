@@ -133,21 +133,28 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 		return Message{}, err
 	}
 	if !r.q.held.Load() {
+		r.q.lending.start(len(r.q.refs), messagesPerBuffer(r.frames, r.q.bufSize))
 		r.q.held.Store(true)
 	}
 	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
-		m := Message{r: r, b: ch, slot: int32(r.slot)}
-		r.lent++
+		m := r.lend(ch)
 		r.consume(len(ch))
 		return m, nil
 	}
-	buf := r.spares.get(int(r.pos.left))
-	n, err := r.readRest(ctx, buf)
+	sp := r.spares.get(int(r.pos.left))
+	n, err := r.readRest(ctx, sp.b)
 	if err != nil {
-		r.spares.put(buf)
+		r.spares.put(sp)
 		return Message{}, err
 	}
-	return Message{r: r, b: buf[:n:n], slot: -1}, nil
+	return Message{r: r, spare: sp, b: sp.b[:n:n], slot: -1, gen: sp.gen.Load()}, nil
+}
+
+// lend hands out b, a message in the buffer the reader is at.
+func (r *receiver) lend(b []byte) Message {
+	n := r.lent
+	r.lent++
+	return Message{r: r, b: b, slot: int32(r.slot), gen: r.q.lending.gen(r.slot), idx: uint32(n)}
 }
 
 func (r *receiver) next() ([]byte, error) {
@@ -267,8 +274,7 @@ func (r *receiver) nextInBuffer() (Message, bool) {
 	}
 	r.bytes += uint64(len(b))
 	r.msgs++
-	r.lent++
-	m := Message{r: r, b: b, slot: int32(r.slot)}
+	m := r.lend(b)
 	if r.pos.off == len(r.pos.buf) {
 		r.leaveBuffer()
 	}
@@ -375,6 +381,7 @@ func (r *receiver) leaveBuffer() {
 	r.pos.leave()
 	r.stats.messagesReceived.Store(r.msgs)
 	r.stats.bytesReceived.Store(r.bytes)
+	r.q.lending.left(slot, r.lent)
 	if h := r.lent; h != 0 {
 		r.lent = 0
 		if r.q.refs[slot].Add(h) != 0 {
@@ -387,6 +394,7 @@ func (r *receiver) leaveBuffer() {
 // giveBack hands a receive buffer back to the reactor. The reader and
 // Message.Release both call it.
 func (r *receiver) giveBack(slot uint32) {
+	r.q.lending.recycle(slot)
 	if r.q.giveBack(slot) {
 		r.l.kick()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,15 +221,26 @@ type subConn struct {
 
 // tagState is one tag a connection receives.
 type tagState struct {
-	subs    []*Subscription // replaced under subConn.mu, never changed in place
-	ackNext atomic.Uint64   // the acknowledgement's next sequence number + 1; 0 before it
-	next    uint64          // dispatcher only: the sequence number expected next
-	known   bool            // dispatcher only: next is known
+	subs []*Subscription // replaced under subConn.mu, never changed in place
+	// joining are the subs that joined while the connection already
+	// received the tag (replaced under subConn.mu): a gap the dispatcher
+	// finds before they settle is not theirs. A Block subscription that
+	// joins a tag taken under a drop policy upgrades it (upgrading, under
+	// subConn.mu): until the message the upgrade's ack names, the tag may
+	// still lose messages, so the joiners get none of those and settle
+	// there, and their stream has no gap. Any other joiner settles at its
+	// first message.
+	joining   []*Subscription
+	upgrading bool
+	ackNext   atomic.Uint64 // the acknowledgement's next sequence number + 1; 0 before it
+	next      uint64        // dispatcher only: the sequence number expected next
+	known     bool          // dispatcher only: next is known
 }
 
 // awaitedAck is a subscribe or unsubscribe request waiting for its acks.
 type awaitedAck struct {
 	want, got int
+	refused   bool // the publisher refused part of the request; set before done is closed
 	states    map[uint64]*tagState
 	done      chan struct{}
 }
@@ -256,7 +268,9 @@ type subConnEntry struct {
 // joinSubConn returns the connection to a's publisher, dialling it if this
 // process has none, with a reference for the caller.
 func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
-	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String()
+	// The key is part of it: a subscription must not ride on a
+	// connection that another one's key admitted.
+	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String() + "\x00" + string(a.cfg.Key)
 	for {
 		subConns.mu.Lock()
 		if subConns.m == nil {
@@ -319,7 +333,7 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
 	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: taggedPages(cfg.Mode == LowLatency),
 		rxWindow: cfg.Window, rxBufSize: cfg.BufferSize, txWindow: minWindow, txBufSize: minBufferSize,
-		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, beat: beatConfigOf(cfg)}
+		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key, beat: beatConfigOf(cfg)}
 	sl := &subLink{sc: sc}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
@@ -351,8 +365,13 @@ func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
 			st = &tagState{}
 			sc.tags[tag] = st
 			fresh = append(fresh, tag)
-		} else if s.policy == Block && sc.policyOfLocked(tag) != Block {
-			fresh = append(fresh, tag) // lossless now: tell the publisher
+		} else {
+			if s.policy == Block && sc.policyOfLocked(tag) != Block {
+				fresh = append(fresh, tag) // lossless now: tell the publisher
+				st.ackNext.Store(0)        // its ack says from where
+				st.upgrading = true
+			}
+			st.joining = append(append([]*Subscription(nil), st.joining...), s)
 		}
 		st.subs = append(append([]*Subscription(nil), st.subs...), s)
 	}
@@ -407,18 +426,49 @@ func (sc *subConn) leaveLocked(s *Subscription, tag uint64) (gone bool) {
 	if st == nil {
 		return false
 	}
-	subs := make([]*Subscription, 0, len(st.subs))
-	for _, x := range st.subs {
-		if x != s {
-			subs = append(subs, x)
-		}
-	}
+	subs := without(st.subs, s)
 	if len(subs) == 0 {
 		delete(sc.tags, tag)
 		return true
 	}
 	st.subs = subs
+	if slices.Contains(st.joining, s) {
+		st.joining = without(st.joining, s)
+	}
 	return false
+}
+
+// without is a copy of subs without s: the dispatcher may be reading subs.
+func without(subs []*Subscription, s *Subscription) []*Subscription {
+	out := make([]*Subscription, 0, len(subs))
+	for _, x := range subs {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// settle ends the joining of st's newcomers once they are past the point
+// from which their gaps count: seq is the message just dispatched.
+func (sc *subConn) settle(st *tagState, seq uint64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if st.upgrading {
+		if !st.pastAck(seq) {
+			return
+		}
+		st.upgrading = false
+	}
+	st.joining = nil
+}
+
+// pastAck reports whether seq comes at or after the point the newest
+// acknowledgement of the tag gave: false before the ack arrived, as the
+// publisher sends it before the messages that follow it.
+func (st *tagState) pastAck(seq uint64) bool {
+	a := st.ackNext.Load()
+	return a != 0 && seq >= a-1
 }
 
 // policyOf is the policy the publisher applies to tag on this connection:
@@ -456,7 +506,7 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 		sc.upMu.Unlock()
 		sl := sc.cur.Load()
 		err := sl.request(ctx, kind, tags, policy)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || permanent(err) {
 			return err
 		}
 		select {
@@ -474,6 +524,10 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 
 // errLinkDown is a request cut short by the end of its link.
 var errLinkDown = errors.New("netio: the connection to the publisher ended")
+
+// errTooManyTags is a subscription the publisher refused: it would have
+// taken this process's connection past the publisher's Config.MaxTags.
+var errTooManyTags = fmt.Errorf("%w: the publisher's limit of tags per subscriber (Config.MaxTags) would be passed", ErrRejected)
 
 // request sends a request over sl, grouped by policy, and waits for every
 // tag's acknowledgement.
@@ -522,6 +576,9 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 	}
 	select {
 	case <-pr.done:
+		if pr.refused {
+			return errTooManyTags
+		}
 		return nil
 	case <-sl.l.life.done:
 		return errLinkDown
@@ -539,6 +596,13 @@ func (sc *subConn) onAck(a ack) {
 	pr := sc.acks[a.id]
 	if pr == nil {
 		return // a request that gave up
+	}
+	if a.refused {
+		if pr.want > 0 {
+			pr.want, pr.refused = 0, true
+			close(pr.done)
+		}
+		return
 	}
 	for i, tag := range a.tags {
 		if st := pr.states[tag]; st != nil {
@@ -561,7 +625,8 @@ func (sc *subConn) run() {
 	defer close(sc.exited)
 	var recs [dispatchBatch]record
 	var states [dispatchBatch]*tagState
-	var subs [dispatchBatch][]*Subscription
+	var subs, joins [dispatchBatch][]*Subscription
+	var ups [dispatchBatch]bool
 	for {
 		sl := sc.cur.Load()
 		n, err := sl.recv.nextRecords(recs[:])
@@ -574,9 +639,9 @@ func (sc *subConn) run() {
 		sc.mu.RLock()
 		for i := 0; i < n; i++ {
 			if st := sc.tags[recs[i].tag]; st != nil {
-				states[i], subs[i] = st, st.subs
+				states[i], subs[i], joins[i], ups[i] = st, st.subs, st.joining, st.upgrading
 			} else {
-				states[i], subs[i] = nil, nil
+				states[i], subs[i], joins[i], ups[i] = nil, nil, nil, false
 			}
 		}
 		sc.mu.RUnlock()
@@ -587,15 +652,22 @@ func (sc *subConn) run() {
 			}
 			r := &recs[i]
 			gap := st.observe(r.seq)
+			early := ups[i] && !st.pastAck(r.seq)
 			for _, s := range subs[i] {
-				if gap > 0 {
+				joining := slices.Contains(joins[i], s)
+				if joining && early {
+					continue // published before its Subscribe returned, maybe with gaps
+				}
+				if gap > 0 && !joining {
 					s.stats.gaps.Add(1)
 					s.stats.missed.Add(gap)
 				}
-				b, ch := s.arena.copyOf(r.b)
-				s.deliver(Message{chunk: ch, b: b, slot: -1, tag: r.tag, seq: r.seq})
+				s.deliver(s.arena.message(r.b, r.tag, r.seq))
 			}
-			states[i], subs[i] = nil, nil
+			if len(joins[i]) > 0 {
+				sc.settle(st, r.seq)
+			}
+			states[i], subs[i], joins[i] = nil, nil, nil
 		}
 		clear(recs[:n])
 	}
@@ -725,8 +797,13 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink) error {
 }
 
 // permanent reports whether a connection error will not go away by
-// dialling again: the peer is not a publisher, or broke the protocol.
+// dialling again: the peer is not a publisher, refuses the tags, or broke
+// the protocol. A publisher at one of its limits (connections, memory)
+// may have room later.
 func permanent(err error) bool {
+	if errors.Is(err, errAtLimit) {
+		return false
+	}
 	return errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrInvalidConfig)
 }
 

@@ -81,14 +81,19 @@ func readHeader(b []byte) header {
 
 // hello is the private data of a connection request and of its accept: each
 // side states what it posts for the other. It fits the 55 bytes verbs
-// carries.
+// carries, also with a key's authenticator after it (admission.go).
 type hello struct {
 	version    uint8
 	mode       Mode
 	role       role   // what the sender is: a connection end, a subscriber, a publisher
+	flags      uint8  // flagKeyed: an authenticator follows (admission.go)
 	window     uint32 // receive buffers posted for the peer
 	bufferSize uint32 // bytes per receive buffer, header included
 	maxMessage uint64 // largest message accepted
+
+	// auth is a keyed request's authenticator, which the accept is bound
+	// to; set by the acceptor's admission, not by parseHello.
+	auth [authTrailer]byte
 }
 
 // rejectMarker is the private data of a netio listener's reject, so that
@@ -101,6 +106,11 @@ const rejectModeMarker = "NTIO-REJECT-MODE"
 // rejectRoleMarker rejects a peer of the wrong role: a Dial to a
 // publisher, a subscriber to a plain listener.
 const rejectRoleMarker = "NTIO-REJECT-ROLE"
+
+// rejectLimitMarker rejects a peer the listener cannot take now: it holds
+// Config.MaxConns connections, the process's registered memory or file
+// descriptors would not suffice.
+const rejectLimitMarker = "NTIO-REJECT-LIMIT"
 
 // role is what one end of a link is. A link joins a connection end to a
 // connection end, or a subscriber to a publisher; byte 6 of the hello,
@@ -145,6 +155,7 @@ func (h hello) marshal() []byte {
 	b[4] = h.version
 	b[5] = byte(h.mode)
 	b[6] = byte(h.role)
+	b[7] = h.flags
 	binary.LittleEndian.PutUint32(b[8:], h.window)
 	binary.LittleEndian.PutUint32(b[12:], h.bufferSize)
 	binary.LittleEndian.PutUint64(b[16:], h.maxMessage)
@@ -159,6 +170,7 @@ func parseHello(b []byte) (hello, error) {
 		version:    b[4],
 		mode:       Mode(b[5]),
 		role:       role(b[6]),
+		flags:      b[7],
 		window:     binary.LittleEndian.Uint32(b[8:]),
 		bufferSize: binary.LittleEndian.Uint32(b[12:]),
 		maxMessage: binary.LittleEndian.Uint64(b[16:]),
