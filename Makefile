@@ -24,9 +24,13 @@ deps:
 demo: deps
 	go run ./cmd/netio demo
 
+# make test is what README gives a new user and what CI runs: the suite,
+# then the multi-host tests, which skip with a message where network
+# namespaces cannot be made (not root, no iproute2).
 test: deps
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
+	$(MAKE) --no-print-directory test-hosts
 
 # The multi-host tests (hosts/, build tag hosts): processes in network
 # namespaces joined by veth pairs, links cut and impaired. They need root
