@@ -36,7 +36,16 @@ test: deps
 # namespaces joined by veth pairs, links cut and impaired. They need root
 # and iproute2 (and tc netem or iptables for the impaired link), and skip
 # with a message where namespaces cannot be made.
+# The multi-host tests need ip (iproute2) and, where the kernel has no
+# netem, iptables to drop packets; installed when missing and we may, and
+# skipped by the tests with a message when they are still missing.
 test-hosts: deps
+	@if ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then \
+		if [ "$$(id -u)" -eq 0 ] || [ -n "$(SUDO)" ]; then \
+			$(SUDO) apt-get update -qq && \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 iptables; \
+		fi || echo "test-hosts: could not install iproute2/iptables; the tests that need them skip"; \
+	fi
 	go vet -tags hosts ./hosts/
 	go test -tags hosts -race -count=1 -timeout 10m -v ./hosts/
 
