@@ -73,8 +73,11 @@ func Subscribe(ctx context.Context, network, address string, tags []uint64, opts
 	s := &Subscription{c: make(chan Message, a.cfg.SubscriptionBuffer), sc: sc, policy: a.cfg.Policy,
 		done: make(chan struct{}), tags: map[uint64]struct{}{}}
 	s.C = s.c
+	sc.reqMu.Lock()
 	fresh := sc.add(s, tags)
-	if err := sc.request(ctx, kindSubscribe, fresh, sc.policyOf); err != nil {
+	err = sc.request(ctx, kindSubscribe, fresh, sc.policyOf)
+	sc.reqMu.Unlock()
+	if err != nil {
 		s.finish(err)
 		return nil, a.opError(err)
 	}
@@ -84,6 +87,8 @@ func Subscribe(ctx context.Context, network, address string, tags []uint64, opts
 // Unsubscribe stops the delivery of tags. Messages of them already on C
 // stay there.
 func (s *Subscription) Unsubscribe(tags ...uint64) error {
+	s.sc.reqMu.Lock()
+	defer s.sc.reqMu.Unlock()
 	gone := s.sc.drop(s, tags)
 	ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
 	defer cancel()
@@ -108,16 +113,19 @@ func (s *Subscription) finish(err error) bool {
 		s.err = err
 		s.ending.Store(true)
 		close(s.done)
+		s.sc.reqMu.Lock()
 		gone, last := s.sc.remove(s)
 		s.sendMu.Lock()
 		close(s.c)
 		s.sendMu.Unlock()
-		if last {
-			s.sc.close()
-		} else if len(gone) > 0 {
+		if !last && len(gone) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
 			s.sc.request(ctx, kindUnsubscribe, gone, nil)
 			cancel()
+		}
+		s.sc.reqMu.Unlock()
+		if last {
+			s.sc.close()
 		}
 	})
 	return first
@@ -203,10 +211,22 @@ type subConn struct {
 	args *args
 	cfg  Config
 
-	mu     sync.RWMutex         // tags and subs: the dispatcher reads them a batch at a time
-	tags   map[uint64]*tagState // what the subscriptions want
-	subs   int                  // subscriptions sharing the connection
-	closed bool
+	// reqMu keeps the order of the requests that carry the table's changes
+	// to the publisher the order of the changes (taken before mu): a tag
+	// one subscription leaves while another joins it must reach the
+	// publisher as unsubscribe then subscribe, never the other way round,
+	// which left the joiner with a tag the publisher no longer sent.
+	reqMu sync.Mutex
+	// broken is closed when the connection failed for good (failAll), with
+	// brokenErr: a request waiting for a reconnection gives up then, and
+	// lets go of reqMu, which the subscriptions' ends need.
+	broken     chan struct{}
+	brokenErr  error
+	brokenOnce sync.Once
+	mu         sync.RWMutex         // tags and subs: the dispatcher reads them a batch at a time
+	tags       map[uint64]*tagState // what the subscriptions want
+	subs       int                  // subscriptions sharing the connection
+	closed     bool
 
 	cur      atomic.Pointer[subLink] // the link now
 	upMu     sync.Mutex
@@ -232,9 +252,14 @@ type tagState struct {
 	// first message.
 	joining   []*Subscription
 	upgrading bool
-	ackNext   atomic.Uint64 // the acknowledgement's next sequence number + 1; 0 before it
-	next      uint64        // dispatcher only: the sequence number expected next
-	known     bool          // dispatcher only: next is known
+	// awaiting is a tag new to the connection, until its ack (under
+	// subConn.mu): messages of it before the ack come from the tag's
+	// previous subscription on this connection, whose unsubscribe is on
+	// its way, maybe under a drop policy; they are nobody's.
+	awaiting bool
+	ackNext  atomic.Uint64 // the acknowledgement's next sequence number + 1; 0 before it
+	next     uint64        // dispatcher only: the sequence number expected next
+	known    bool          // dispatcher only: next is known
 }
 
 // awaitedAck is a subscribe or unsubscribe request waiting for its acks.
@@ -318,7 +343,7 @@ func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
 
 func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
 	sc := &subConn{key: key, args: a, cfg: a.cfg, tags: map[uint64]*tagState{}, acks: map[uint32]*awaitedAck{},
-		upGen: make(chan struct{}), closing: make(chan struct{}), exited: make(chan struct{})}
+		upGen: make(chan struct{}), closing: make(chan struct{}), exited: make(chan struct{}), broken: make(chan struct{})}
 	sl, err := sc.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -362,7 +387,7 @@ func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
 		s.tags[tag] = struct{}{}
 		st := sc.tags[tag]
 		if st == nil {
-			st = &tagState{}
+			st = &tagState{awaiting: true}
 			sc.tags[tag] = st
 			fresh = append(fresh, tag)
 		} else {
@@ -463,6 +488,13 @@ func (sc *subConn) settle(st *tagState, seq uint64) {
 	st.joining = nil
 }
 
+// arrived ends the awaiting of a tag new to the connection: its ack came.
+func (sc *subConn) arrived(st *tagState) {
+	sc.mu.Lock()
+	st.awaiting = false
+	sc.mu.Unlock()
+}
+
 // pastAck reports whether seq comes at or after the point the newest
 // acknowledgement of the tag gave: false before the ack arrived, as the
 // publisher sends it before the messages that follow it.
@@ -516,6 +548,8 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 			}
 		case <-sc.closing:
 			return net.ErrClosed
+		case <-sc.broken:
+			return sc.brokenErr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -626,7 +660,7 @@ func (sc *subConn) run() {
 	var recs [dispatchBatch]record
 	var states [dispatchBatch]*tagState
 	var subs, joins [dispatchBatch][]*Subscription
-	var ups [dispatchBatch]bool
+	var ups, waits [dispatchBatch]bool
 	for {
 		sl := sc.cur.Load()
 		n, err := sl.recv.nextRecords(recs[:])
@@ -639,9 +673,9 @@ func (sc *subConn) run() {
 		sc.mu.RLock()
 		for i := 0; i < n; i++ {
 			if st := sc.tags[recs[i].tag]; st != nil {
-				states[i], subs[i], joins[i], ups[i] = st, st.subs, st.joining, st.upgrading
+				states[i], subs[i], joins[i], ups[i], waits[i] = st, st.subs, st.joining, st.upgrading, st.awaiting
 			} else {
-				states[i], subs[i], joins[i], ups[i] = nil, nil, nil, false
+				states[i], subs[i], joins[i], ups[i], waits[i] = nil, nil, nil, false, false
 			}
 		}
 		sc.mu.RUnlock()
@@ -651,6 +685,12 @@ func (sc *subConn) run() {
 				continue // unsubscribed, still on its way
 			}
 			r := &recs[i]
+			if waits[i] {
+				if !st.pastAck(r.seq) {
+					continue // from before the tag was subscribed again
+				}
+				sc.arrived(st)
+			}
 			gap := st.observe(r.seq)
 			early := ups[i] && !st.pastAck(r.seq)
 			for _, s := range subs[i] {
@@ -809,6 +849,10 @@ func permanent(err error) bool {
 
 // failAll ends every subscription of the connection with err.
 func (sc *subConn) failAll(err error) {
+	sc.brokenOnce.Do(func() {
+		sc.brokenErr = err
+		close(sc.broken)
+	})
 	sc.mu.RLock()
 	var all []*Subscription
 	seen := map[*Subscription]bool{}
