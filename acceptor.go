@@ -116,19 +116,29 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 		return
 	}
 	req := ev.Info
-	h, err := parseHello(ev.PrivateData())
+	h, reject := a.screen(ev.PrivateData())
+	if reject == nil {
+		reject = a.owner.admit(req, h)
+	}
+	if reject != nil {
+		a.pep.Reject(req, reject)
+	}
+}
+
+// screen checks a connection request's private data, which anyone may
+// send: it returns the data to reject the request with, or nil for a hello
+// its owner may admit. FuzzHello holds it to that.
+func (a *acceptor) screen(data []byte) (hello, []byte) {
+	h, err := parseHello(data)
 	switch {
 	case err != nil || a.closed:
-		a.pep.Reject(req, rejectData)
+		return h, rejectData
 	case h.mode != a.mode && !a.anyMode:
-		a.pep.Reject(req, rejectModeData)
+		return h, rejectModeData
 	case h.role != a.role:
-		a.pep.Reject(req, rejectRoleData)
-	default:
-		if reject := a.owner.admit(req, h); reject != nil {
-			a.pep.Reject(req, reject)
-		}
+		return h, rejectRoleData
 	}
+	return h, nil
 }
 
 // accept makes the link for an admitted request, with the engine

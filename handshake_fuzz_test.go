@@ -1,0 +1,146 @@
+package netio
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// FuzzHello holds the handshake's decoder to its contract, whatever the
+// private data of a connection request or of an accept holds: parseHello
+// never panics, refuses with ErrProtocol what it does not validate, and
+// what it accepts is within every bound the links size themselves by and
+// survives marshal and parse again unchanged; an acceptor (screen) lets
+// through only a hello that parsed, is in a mode it takes and of the role
+// it serves, and is closed to everything once closed.
+func FuzzHello(f *testing.F) {
+	addSeeds(f, helloSeeds())
+	f.Fuzz(func(t *testing.T, b []byte) { checkHello(t, b) })
+}
+
+// screens are the acceptors a hello meets: a Listener in either mode, a
+// Publisher (either mode, subscribers only), and a closed one.
+var screens = []acceptor{
+	{mode: LowLatency, role: roleConn},
+	{mode: HighThroughput, role: roleConn},
+	{mode: LowLatency, anyMode: true, role: roleSubscriber},
+	{mode: HighThroughput, role: roleConn, closed: true},
+}
+
+// checkHello checks b against parseHello's and screen's contracts and
+// returns parseHello's error.
+func checkHello(t *testing.T, b []byte) error {
+	h, err := parseHello(b)
+	if err != nil {
+		if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("parseHello(%x): %v, not ErrProtocol", b, err)
+		}
+	} else {
+		switch {
+		case len(b) < helloSize || string(b[:len(helloMagic)]) != helloMagic:
+			t.Fatalf("parseHello accepted %x: not a netio hello", b)
+		case h.version != protocolLevel:
+			t.Fatalf("parseHello accepted protocol %d", h.version)
+		case h.window < minWindow || h.window > maxWindow:
+			t.Fatalf("parseHello accepted a window of %d", h.window)
+		case h.bufferSize < minBufferSize || h.bufferSize > maxBufferSize:
+			t.Fatalf("parseHello accepted a buffer size of %d", h.bufferSize)
+		case h.mode > HighThroughput:
+			t.Fatalf("parseHello accepted mode %d", h.mode)
+		case h.role > rolePublisher:
+			t.Fatalf("parseHello accepted role %d", h.role)
+		case h.maxMessage == 0:
+			t.Fatalf("parseHello accepted a peer that takes no messages")
+		}
+		// What is accepted is what the bytes say: the sizes a link commits
+		// memory by come from the hello, never from elsewhere.
+		if h.window != binary.LittleEndian.Uint32(b[8:]) || h.bufferSize != binary.LittleEndian.Uint32(b[12:]) || h.maxMessage != binary.LittleEndian.Uint64(b[16:]) {
+			t.Fatalf("parseHello(%x) = %+v: not the bytes' sizes", b, h)
+		}
+		again, err := parseHello(h.marshal())
+		if err != nil {
+			t.Fatalf("hello %+v, marshalled and parsed again: %v", h, err)
+		}
+		if diff := cmp.Diff(h, again, cmp.AllowUnexported(hello{})); diff != "" {
+			t.Fatalf("hello round trip (-first +again):\n%s", diff)
+		}
+	}
+	for _, a := range screens {
+		got, reject := a.screen(b)
+		switch {
+		case reject == nil && (err != nil || a.closed):
+			t.Fatalf("acceptor %+v let through %x (parseHello: %v)", a, b, err)
+		case reject == nil && got.mode != a.mode && !a.anyMode:
+			t.Fatalf("acceptor in %v mode let through a %v hello", a.mode, got.mode)
+		case reject == nil && got.role != a.role:
+			t.Fatalf("acceptor for a %v let through a %v", a.role, got.role)
+		case reject == nil && got != h:
+			t.Fatalf("acceptor let through %+v, parseHello says %+v", got, h)
+		case reject == nil:
+		case err != nil || a.closed:
+			if string(reject) != rejectMarker {
+				t.Fatalf("acceptor %+v rejected %x with %q, want %q", a, b, reject, rejectMarker)
+			}
+		case string(reject) != rejectMarker && string(reject) != rejectModeMarker && string(reject) != rejectRoleMarker:
+			t.Fatalf("acceptor rejected with %q, not a netio reject marker", reject)
+		}
+	}
+	return err
+}
+
+// helloOf marshals h and then applies edit to the bytes.
+func helloOf(h hello, edit func(b []byte)) []byte {
+	b := h.marshal()
+	if edit != nil {
+		edit(b)
+	}
+	return b
+}
+
+func helloSeeds() []fuzzSeed {
+	ll := hello{version: protocolLevel, mode: LowLatency, role: roleConn, window: DefaultWindow, bufferSize: DefaultBufferSize, maxMessage: DefaultMaxMessageSize}
+	ht := hello{version: protocolLevel, mode: HighThroughput, role: roleConn, window: DefaultPages, bufferSize: DefaultPageSize, maxMessage: DefaultMaxMessageSize}
+	sub := ll
+	sub.role = roleSubscriber
+	pub := hello{version: protocolLevel, mode: HighThroughput, role: rolePublisher, window: minWindow, bufferSize: minBufferSize, maxMessage: 1}
+	edge := hello{version: protocolLevel, mode: LowLatency, window: maxWindow, bufferSize: maxBufferSize, maxMessage: 1<<64 - 1}
+	with := func(h hello, edit func(*hello)) []byte { edit(&h); return h.marshal() }
+	bad := ErrProtocol
+	return []fuzzSeed{
+		{"lowlatency", ll.marshal(), nil},
+		{"highthroughput", ht.marshal(), nil},
+		{"subscriber", sub.marshal(), nil},
+		{"publisher-smallest", pub.marshal(), nil},
+		{"largest", edge.marshal(), nil},
+		{"trailing-bytes", append(ll.marshal(), "and more"...), nil},
+		{"reserved-byte-set", helloOf(ll, func(b []byte) { b[7] = 0xff }), nil},
+		{"empty", nil, bad},
+		{"magic-only", []byte(helloMagic), bad},
+		{"one-short", ll.marshal()[:helloSize-1], bad},
+		{"wrong-magic", helloOf(ll, func(b []byte) { b[0] = 'X' }), bad},
+		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), bad},
+		{"version-0", with(ll, func(h *hello) { h.version = 0 }), bad},
+		{"version-2", with(ll, func(h *hello) { h.version = 2 }), bad},
+		{"window-below", with(ll, func(h *hello) { h.window = minWindow - 1 }), bad},
+		{"window-above", with(ll, func(h *hello) { h.window = maxWindow + 1 }), bad},
+		{"window-huge", with(ll, func(h *hello) { h.window = 1<<32 - 1 }), bad},
+		{"buffer-below", with(ll, func(h *hello) { h.bufferSize = minBufferSize - 1 }), bad},
+		{"buffer-above", with(ll, func(h *hello) { h.bufferSize = maxBufferSize + 1 }), bad},
+		{"mode-unknown", with(ll, func(h *hello) { h.mode = 2 }), bad},
+		{"mode-huge", with(ll, func(h *hello) { h.mode = 255 }), bad},
+		{"role-unknown", with(ll, func(h *hello) { h.role = rolePublisher + 1 }), bad},
+		{"max-message-zero", with(ll, func(h *hello) { h.maxMessage = 0 }), bad},
+		{"zeros", make([]byte, helloSize), bad},
+		{"reject-marker", []byte(rejectModeMarker + "-and-a-bit-more"), bad},
+	}
+}
+
+func TestHelloSeeds(t *testing.T) {
+	checkSeedCorpus(t, "FuzzHello", helloSeeds(), func(t *testing.T, s fuzzSeed) {
+		if err := checkHello(t, s.in); (err == nil) != (s.end == nil) {
+			t.Fatalf("parseHello: %v, want %v", err, s.end)
+		}
+	})
+}
