@@ -25,6 +25,7 @@ type fuzzSeed struct {
 	name string
 	in   []byte
 	end  error // how the seed ends, in the target's terms
+	msgs int   // messages before that, where the target counts them
 }
 
 // seedFileText is a []byte input in go test's corpus format.
