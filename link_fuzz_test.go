@@ -280,6 +280,19 @@ func heapAllocs() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// checkAllocs checks what delivering and reading an input of n bytes to c
+// allocated since before against a bound: a few times the input (the
+// messages, copied by the reader and again by the test), c's receive
+// buffers twice more (the room a read makes at once, grown once), and
+// slack for the errors' text. A Conn that trusts a length it is told
+// allocates what the length says.
+func checkAllocs(t *testing.T, before uint64, n int, c *Conn) {
+	limit := uint64(16*n+3*len(c.link.rx.mem)) + 1<<20
+	if got := heapAllocs() - before; got > limit {
+		t.Fatalf("reading %d bytes of input allocated %d bytes (bound %d): the Conn trusted a length it was told", n, got, limit)
+	}
+}
+
 // runLinkHeaders delivers the input's buffers to a Conn, reads them back
 // and checks the result against the model. It returns the input and how
 // reading ended.
@@ -307,10 +320,6 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 			got = append(got, bytes.Clone(msg))
 		}
 	}
-	// The bound on what reading may allocate: a few times the input (the
-	// messages, copied by the reader and again by the test), the receive
-	// buffers once more, and some slack for the errors' text.
-	limit := uint64(16*len(data)+2*len(l.rx.mem)) + 1<<20
 	before := heapAllocs()
 	pushed := deliver(c, d.bufs, false)
 	want, stream := m.messages()
@@ -325,9 +334,7 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 		}
 		r, held = readAll(t, c, d.style, d.size, calls)
 	}
-	if n := heapAllocs() - before; n > limit {
-		t.Fatalf("reading %d bytes of input allocated %d bytes (bound %d): the Conn trusted a length it was told", len(data), n, limit)
-	}
+	checkAllocs(t, before, len(data), c)
 	end := m.end()
 	if d.onMessage {
 		// The link's own end: a stream cut short inside a message is its
