@@ -420,7 +420,7 @@ type pageModel struct {
 	inMsg  bool   // a message goes on in the next page
 	left   uint64 // its bytes still to come
 	cur    []byte
-	curTag [2]uint64 // its tag and sequence number, on tagged pages
+	curTag [2]uint64   // its tag and sequence number, on tagged pages
 	msgs   [][]byte    // whole messages
 	tags   [][2]uint64 // their tags and sequence numbers, on tagged pages
 	stream []byte      // every message byte, the unfinished message's included
