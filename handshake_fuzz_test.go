@@ -3,9 +3,8 @@ package netio
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // FuzzHello holds the handshake's decoder to its contract, whatever the
@@ -63,8 +62,8 @@ func checkHello(t *testing.T, b []byte) error {
 		if err != nil {
 			t.Fatalf("hello %+v, marshalled and parsed again: %v", h, err)
 		}
-		if diff := cmp.Diff(h, again, cmp.AllowUnexported(hello{})); diff != "" {
-			t.Fatalf("hello round trip (-first +again):\n%s", diff)
+		if !sameHello(h, again) {
+			t.Fatalf("hello %+v, marshalled and parsed again: %+v", h, again)
 		}
 	}
 	for _, a := range screens {
@@ -76,18 +75,25 @@ func checkHello(t *testing.T, b []byte) error {
 			t.Fatalf("acceptor in %v mode let through a %v hello", a.mode, got.mode)
 		case reject == nil && got.role != a.role:
 			t.Fatalf("acceptor for a %v let through a %v", a.role, got.role)
-		case reject == nil && got != h:
+		case reject == nil && !sameHello(got, h):
 			t.Fatalf("acceptor let through %+v, parseHello says %+v", got, h)
 		case reject == nil:
 		case err != nil || a.closed:
 			if string(reject) != rejectMarker {
 				t.Fatalf("acceptor %+v rejected %x with %q, want %q", a, b, reject, rejectMarker)
 			}
-		case string(reject) != rejectMarker && string(reject) != rejectModeMarker && string(reject) != rejectRoleMarker:
+		case !strings.HasPrefix(string(reject), rejectMarker):
 			t.Fatalf("acceptor rejected with %q, not a netio reject marker", reject)
 		}
 	}
 	return err
+}
+
+// sameHello reports whether a and b state the same: what the peer is and
+// what it posts (fields a hello may carry besides, such as an
+// authenticator, are not compared).
+func sameHello(a, b hello) bool {
+	return a.version == b.version && a.mode == b.mode && a.role == b.role && a.window == b.window && a.bufferSize == b.bufferSize && a.maxMessage == b.maxMessage
 }
 
 // helloOf marshals h and then applies edit to the bytes.
