@@ -43,9 +43,7 @@ import (
 // files where they were.
 //
 // Not sent: the forged libfabric acknowledgement that crashes libfabric
-// 1.17's tcp provider, and a connection request whose header announces
-// private data that never comes, which blocks the provider's CM inside
-// fi_eq_read (README, Known limits).
+// 1.17's tcp provider (README, Known limits).
 func TestHostileInput(t *testing.T) {
 	const rounds = 6 // after the warm-up
 	h := newHostileBench(t)
@@ -273,7 +271,8 @@ type hostileBench struct {
 	ll, ht *netio.Listener
 	pub    *netio.Publisher
 	legit  []*legitStream
-	conns  int // hostile connections made
+	conns  int        // hostile connections made
+	held   []net.Conn // requests whose private data never comes, held until the round ends
 }
 
 func newHostileBench(t *testing.T) *hostileBench {
@@ -325,8 +324,51 @@ func (h *hostileBench) round(t *testing.T, rng *rand.Rand) {
 			h.conns++
 			h.attackBytes(t, g, a)
 		}
+		h.conns++
+		h.held = append(h.held, requestWithoutItsData(t, h.addr(g)))
 		h.checkServing(t, g)
 	}
+	for _, c := range h.held {
+		c.Close()
+	}
+	h.held = h.held[:0]
+}
+
+// requestWithoutItsData connects to addr and sends a connection request's
+// header, announcing a hello that never comes; it holds the socket open.
+// libfabric's tcp provider reads the hello with a blocking recv on the
+// thread that reads the listener's event queue, netio's reactor, which
+// this held, and every connection of the process with it, until the
+// socket closed (ofi/cmguard.go).
+func requestWithoutItsData(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, defaultHello(netio.LowLatency))[:32]); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A few requests that stop after their header, held open: the Listener's
+// established connection keeps echoing, and it takes a new connection.
+func TestRequestWithoutItsData(t *testing.T) {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	keep, keepServer := dialAccept(t, ln)
+	for i := 0; i < 3; i++ {
+		c := requestWithoutItsData(t, ln.Addr().String())
+		defer c.Close()
+		echo(t, keep, keepServer, []byte("while a request waits for its hello #"+fmt.Sprint(i)))
+	}
+	stillServes(t, ln)
+	echo(t, keep, keepServer, []byte("still"))
 }
 
 // hostilePeer is one transport's hostile connection.
