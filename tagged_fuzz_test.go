@@ -3,6 +3,7 @@ package netio
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"testing"
 )
@@ -138,4 +139,141 @@ func TestTaggedPagesSeeds(t *testing.T) {
 			t.Fatalf("%d records before the end, want %d", len(d.model.msgs), s.msgs)
 		}
 	})
+}
+
+// FuzzTaggedRoundTrip writes tagged records the way a publisher's link
+// does (the record's tag and sequence number set on the page writer, then
+// the Conn's Write or TryWrite, Flush), into eager pages (a LowLatency
+// subscriber's) or lazy ones, and reads them back with nextRecords: every
+// record arrives whole, with its tag and sequence number, in order, and
+// one above the largest message is refused. The input is
+// FuzzPageRoundTrip's (see parseRoundTripInput), with pages of at least a
+// tagged prefix, eager pages for an odd read style, and batches written
+// one message at a time.
+func FuzzTaggedRoundTrip(f *testing.F) {
+	addSeeds(f, taggedRoundTripSeeds())
+	f.Fuzz(func(t *testing.T, data []byte) { runTaggedRoundTrip(t, data) })
+}
+
+func runTaggedRoundTrip(t *testing.T, data []byte) {
+	pageCap, style, size, _, maxSend, msgs := parseRoundTripInput(data)
+	pageCap = taggedPrefixSize + (pageCap-prefixSize)%(4089-taggedPrefixSize+prefixSize)
+	eager := style&1 != 0
+	slots := 1
+	for _, m := range msgs {
+		slots = max(slots, 3+(taggedPrefixSize+len(m.b))/pageCap)
+	}
+	w := newWritingConn(t, pageCap, slots, maxSend)
+	pw := taggedPages(eager).writer(pageCap).(*pageWriter)
+	w.send.frames, w.send.lazy = pw, !eager
+	var pages [][]byte
+	var want []record
+	for i, m := range msgs {
+		if m.flush {
+			if err := w.Flush(); err != nil {
+				t.Fatalf("Flush before message %d: %v", i, err)
+			}
+		}
+		tag, seq := uint64(i%3)<<62|uint64(len(m.b)), uint64(i)*0x9e3779b97f4a7c15
+		pw.setRecord(tag, seq)
+		var n int
+		var err error
+		if m.try {
+			n, err = w.TryWrite(m.b)
+		} else {
+			n, err = w.Write(m.b)
+		}
+		switch {
+		case len(m.b) > maxSend:
+			if n != 0 || !errors.Is(err, ErrMessageTooLarge) {
+				t.Fatalf("write %d of %d bytes, limit %d: %d, %v; want ErrMessageTooLarge", i, len(m.b), maxSend, n, err)
+			}
+		case n != len(m.b) || err != nil:
+			t.Fatalf("write %d of %d bytes with %d free send buffers: %d, %v", i, len(m.b), slots, n, err)
+		default:
+			want = append(want, record{tag: tag, seq: seq, b: m.b})
+		}
+		if eager && w.send.open {
+			t.Fatalf("after write %d an eager page is still open", i)
+		}
+		pages = append(pages, sentTaggedPages(t, w)...)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, sentTaggedPages(t, w)...)
+
+	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
+	f := taggedPages(eager)
+	c.link.frames = f.checker(uint64(maxSend))
+	c.recv.frames = f.reader()
+	pushed := deliver(c, pages, false)
+	if len(pushed) != len(pages) {
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
+	}
+	batch := make([]record, size+1)
+	var got []record
+	for calls := 1; ; calls++ {
+		if calls > 2*len(want)+4 {
+			t.Fatalf("read %d times (%d records) and still going", calls, len(got))
+		}
+		n, err := c.recv.nextRecords(batch)
+		if err != nil {
+			checkEnd(t, err, io.EOF)
+			break
+		}
+		for _, r := range batch[:n] {
+			got = append(got, record{tag: r.tag, seq: r.seq, b: bytes.Clone(r.b)})
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d records, %d were written", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.tag != want[i].tag || r.seq != want[i].seq || !bytes.Equal(r.b, want[i].b) {
+			t.Fatalf("record %d: tag %x seq %x, %d bytes; wrote tag %x seq %x, %d bytes", i, r.tag, r.seq, len(r.b), want[i].tag, want[i].seq, len(want[i].b))
+		}
+	}
+	finish(t, c, nil, size&1 != 0, pushed)
+}
+
+// sentTaggedPages takes the pages c has sealed, as if the reactor had
+// posted them and their sends had completed.
+func sentTaggedPages(t *testing.T, c *Conn) (pages [][]byte) {
+	q := &c.link.tx
+	done, head := q.done.Load(), q.head.Load()
+	for ; done < head; done++ {
+		slot := int(done % uint64(q.slots))
+		n := int(q.lens[slot])
+		page := bytes.Clone(q.mem[slot*q.bufSize : slot*q.bufSize+n])
+		if h := readHeader(page); n < headerSize || h.kind != kindTagged || int(h.fragLen) != n-headerSize {
+			t.Fatalf("tagged page of %d bytes with header %+v", n, readHeader(page))
+		}
+		pages = append(pages, page)
+	}
+	q.done.Store(head)
+	return pages
+}
+
+func taggedRoundTripSeeds() []fuzzSeed {
+	const page = 4096 - headerSize
+	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
+	for i := range 20 {
+		small = small.msg(i*13, 0)
+	}
+	eagerSmall := append(newRoundTripSeed(page, readMessageStyle, 3, false, 0), small[4:]...)
+	return []fuzzSeed{
+		{"small-lazy", small, io.EOF, 0},
+		{"small-eager", eagerSmall, io.EOF, 0},
+		{"exact-fits", newRoundTripSeed(100, nextMessageStyle, 0, false, 0).msg(76, 0).msg(60, 0).msg(0, 0).msg(52, 0).msg(77, 0), io.EOF, 0},
+		{"split-large-lazy", newRoundTripSeed(256, appendMessageStyle, 2, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
+		{"split-large-eager", newRoundTripSeed(256, nextStyle, 5, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
+		{"flushes-and-trywrite", newRoundTripSeed(page, nextMessageStyle, 1, false, 0).msg(10, rtFlush).msg(20, rtTry).msg(0, rtFlush).msg(700, rtTry).msg(30, 0), io.EOF, 0},
+		{"tiny-pages", newRoundTripSeed(taggedPrefixSize, mixedStyle, 0, false, 0).msg(0, 0).msg(1, 0).msg(30, 0).msg(2, rtFlush), io.EOF, 0},
+		{"too-large-refused", newRoundTripSeed(page, nextMessageStyle, 0, false, 4).msg(128, 0).msg(129, 0).msg(5, rtTry).msg(200, rtTry).msg(7, 0), io.EOF, 0},
+	}
+}
+
+func TestTaggedRoundTripSeeds(t *testing.T) {
+	checkSeedCorpus(t, "FuzzTaggedRoundTrip", taggedRoundTripSeeds(), func(t *testing.T, s fuzzSeed) { runTaggedRoundTrip(t, s.in) })
 }
