@@ -284,10 +284,13 @@ func heapAllocs() uint64 {
 // allocated since before against a bound: a few times the input (the
 // messages, copied by the reader and again by the test), c's receive
 // buffers twice more (the room a read makes at once, grown once), and
-// slack for the errors' text. A Conn that trusts a length it is told
-// allocates what the length says.
+// 16 MiB of slack. A Conn that trusts a length it is told allocates what
+// the length says, up to the 1 TiB the inputs may allow. The slack is
+// wide because the runtime counts small allocations a span at a time, as
+// its caches refill: the fuzzer saw 1.3 and 1.7 MB for inputs that
+// allocate far less, and neither repeated.
 func checkAllocs(t *testing.T, before uint64, n int, c *Conn) {
-	limit := uint64(16*n+3*len(c.link.rx.mem)) + 1<<20
+	limit := uint64(16*n+3*len(c.link.rx.mem)) + 16<<20
 	if got := heapAllocs() - before; got > limit {
 		t.Fatalf("reading %d bytes of input allocated %d bytes (bound %d): the Conn trusted a length it was told", n, got, limit)
 	}
