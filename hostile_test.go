@@ -544,15 +544,12 @@ func (h *hostileBench) stop() {
 	h.ll.Close()
 }
 
-// finish stops the legitimate traffic and checks that every message
-// arrived, and that the Publisher forgot every hostile subscriber.
+// finish checks that the Publisher forgot every hostile subscriber (the
+// legitimate one still subscribed), then stops the legitimate traffic and
+// checks that every message arrived.
 func (h *hostileBench) finish(t *testing.T) {
 	t.Helper()
-	for _, l := range h.legit {
-		l.finish(t)
-	}
-	deadline := time.Now().Add(hangTimeout)
-	for {
+	for deadline := time.Now().Add(hangTimeout); ; {
 		st := h.pub.Stats()
 		if st.Subscribers == 1 && st.Tags == 1 {
 			break
@@ -561,6 +558,9 @@ func (h *hostileBench) finish(t *testing.T) {
 			t.Fatalf("the Publisher still counts %d subscribers and %d tags %v after the last hostile one left; want the legitimate one and its tag", st.Subscribers, st.Tags, hangTimeout)
 		}
 		time.Sleep(time.Millisecond)
+	}
+	for _, l := range h.legit {
+		l.finish(t)
 	}
 }
 
