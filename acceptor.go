@@ -107,13 +107,6 @@ type acceptorOwner interface {
 	admit(req *ofi.Info, h hello) (reject []byte)
 }
 
-// requestReadTimeout bounds how long libfabric's tcp provider may wait, on
-// the reactor, for the rest of a connection request whose first bytes came
-// (ofi/cmread.go): a client that stops halfway stalls every connection of
-// the process for this long, not until it goes away. A real request's
-// bytes all arrive in one segment before the provider reads them.
-const requestReadTimeout = 50 * time.Millisecond
-
 var (
 	rejectData      = []byte(rejectMarker)
 	rejectModeData  = []byte(rejectModeMarker)
@@ -185,11 +178,6 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 	if err = a.pep.Listen(); err != nil {
 		return err
 	}
-	if a.network == "tcp" {
-		if err = a.pep.BoundRequestReads(requestReadTimeout); err != nil {
-			return err
-		}
-	}
 	ap, err := a.pep.Addr()
 	if err != nil {
 		return err
@@ -221,7 +209,7 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 
 // screen checks a connection request's private data, which anyone may
 // send: it returns the data to reject the request with, or nil for a hello
-// its owner may admit.
+// its owner may admit. FuzzHello holds it to that.
 func (a *acceptor) screen(data []byte) (hello, []byte) {
 	h, err := parseHello(data)
 	if err != nil || a.closed {

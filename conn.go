@@ -302,7 +302,9 @@ func waitContext(ctx context.Context) context.Context {
 func (c *Conn) AppendMessage(dst []byte) ([]byte, error) { return c.recv.appendMessage(dst) }
 
 // MessageLen waits for the next message and returns its length (or what
-// is left of it after a partial Read) without consuming it.
+// is left of it after a partial Read) without consuming it. The length is
+// the peer's word, at most Config.MaxMessageSize: its bytes may not have
+// arrived yet, and from a peer that lies they never will.
 func (c *Conn) MessageLen() (int, error) { return c.recv.messageLen() }
 
 // NextMessage waits for the next message and returns it without copying

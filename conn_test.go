@@ -3,6 +3,7 @@ package netio_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -86,6 +87,69 @@ func TestLargeMessageFragments(t *testing.T) {
 	// 1 MiB byte by byte, and a diff of corrupted megabytes says nothing.
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("1 MiB message over 4 KiB buffers: got %d bytes, corrupted", len(got))
+	}
+}
+
+// A message far larger than the receive buffers is read whole by every
+// read that returns whole messages, though none makes room for it all
+// before its bytes arrive (the length is the peer's word).
+func TestLargeMessageEveryRead(t *testing.T) {
+	c, s := pair(t, netio.WithBufferSize(4096), netio.WithWindow(4))
+	msgs := make([][]byte, 5)
+	for i := range msgs {
+		msgs[i] = make([]byte, 1<<20+i*4099)
+		for j := range msgs[i] {
+			msgs[i][j] = byte(i + j*7)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for _, m := range msgs {
+			if _, err := c.Write(m); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
+	reads := []struct {
+		name string
+		read func() ([]byte, error)
+	}{
+		{"NextMessage", func() ([]byte, error) {
+			m, err := s.NextMessage()
+			b := bytes.Clone(m.Bytes())
+			m.Release()
+			return b, err
+		}},
+		{"Next", func() ([]byte, error) { b, err := s.Next(); return bytes.Clone(b), err }},
+		{"AppendMessage", func() ([]byte, error) { return s.AppendMessage(make([]byte, 0, 10)) }},
+		{"ReadMessage", func() ([]byte, error) {
+			b := make([]byte, 2<<20)
+			n, err := s.ReadMessage(b)
+			return b[:n], err
+		}},
+		{"NextBatch", func() ([]byte, error) {
+			var batch [4][]byte
+			n, err := s.NextBatch(batch[:])
+			if n != 1 {
+				return nil, fmt.Errorf("%d messages, %v", n, err)
+			}
+			return bytes.Clone(batch[0]), err
+		}},
+	}
+	for i, r := range reads {
+		got, err := r.read()
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if !bytes.Equal(got, msgs[i]) {
+			t.Fatalf("%s: got %d bytes, want %d: corrupted", r.name, len(got), len(msgs[i]))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,3 +22,7 @@ func ReaderParks() uint64 {
 	}
 	return engines.e.parks.Load()
 }
+
+// ProtocolLevel is the version byte of netio's hello, for tests that
+// write hellos by hand.
+const ProtocolLevel = protocolLevel

@@ -690,6 +690,10 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
 		l.hb.ctlHeard++
+		if l.finRecv {
+			l.protocolError("message of kind %d after the peer closed", h.kind)
+			return
+		}
 		payload := b[headerSize : headerSize+int(h.fragLen)]
 		if err := l.owner.control(l, h.kind, payload); err != nil {
 			l.fail(err)

@@ -111,7 +111,7 @@ func deliver(c *Conn, bufs [][]byte, bypass bool) (pushed []uint32) {
 		slot := uint32(i)
 		copy(l.rx.mem[i*l.rx.bufSize:], b)
 		if bypass && len(b) >= headerSize {
-			if h := readHeader(b); h.kind == kindPage && uint64(h.fragLen)+headerSize == uint64(len(b)) && h.msgLen > uint64(h.fragLen) {
+			if h := readHeader(b); (h.kind == kindPage || h.kind == kindTagged) && uint64(h.fragLen)+headerSize == uint64(len(b)) && h.msgLen > uint64(h.fragLen) {
 				l.rx.ready.push(slot)
 				pushed = append(pushed, slot)
 				continue
@@ -410,16 +410,37 @@ func checkEnd(t *testing.T, got, want error) {
 // continuation count must be what is left of the previous page's last
 // message (capped by the payload), then records follow, each an 8-byte
 // length no larger than max and that many bytes, the last one possibly
-// going on in the next page.
+// going on in the next page. With tagged set, it decodes tagged pages
+// instead (FuzzTaggedPages): a record's length is followed by its tag and
+// sequence number.
 type pageModel struct {
 	max    uint64
+	tagged bool
 	fin    bool
 	inMsg  bool   // a message goes on in the next page
 	left   uint64 // its bytes still to come
 	cur    []byte
-	msgs   [][]byte // whole messages
-	stream []byte   // every message byte, the unfinished message's included
-	err    error    // the first violation
+	curTag [2]uint64   // its tag and sequence number, on tagged pages
+	msgs   [][]byte    // whole messages
+	tags   [][2]uint64 // their tags and sequence numbers, on tagged pages
+	stream []byte      // every message byte, the unfinished message's included
+	err    error       // the first violation
+}
+
+// kind is the kind of the pages the model decodes.
+func (m *pageModel) kind() uint8 {
+	if m.tagged {
+		return kindTagged
+	}
+	return kindPage
+}
+
+// prefix is how many bytes come before a record's message.
+func (m *pageModel) prefix() int {
+	if m.tagged {
+		return taggedPrefixSize
+	}
+	return prefixSize
 }
 
 // continuation is what an honest sender puts in the header of the next
@@ -447,7 +468,7 @@ func (m *pageModel) receive(b []byte) {
 	case h.kind == kindCredit:
 	case h.kind == kindFin:
 		m.fin = true
-	case h.kind != kindPage || m.fin:
+	case h.kind != m.kind() || m.fin:
 		m.err = ErrProtocol
 	default:
 		m.page(p, h.msgLen)
@@ -464,7 +485,7 @@ func (m *pageModel) page(p []byte, cont uint64) {
 		off = m.take(p, 0, int(cont))
 	}
 	for off < len(p) {
-		if len(p)-off < prefixSize {
+		if len(p)-off < m.prefix() {
 			m.err = ErrProtocol
 			return
 		}
@@ -473,7 +494,10 @@ func (m *pageModel) page(p []byte, cont uint64) {
 			m.err = ErrMessageTooLarge
 			return
 		}
-		off += prefixSize
+		if m.tagged {
+			m.curTag = [2]uint64{binary.LittleEndian.Uint64(p[off+8:]), binary.LittleEndian.Uint64(p[off+16:])}
+		}
+		off += m.prefix()
 		m.inMsg, m.left, m.cur = true, n, []byte{}
 		off = m.take(p, off, int(min(n, uint64(len(p)-off))))
 	}
@@ -485,6 +509,9 @@ func (m *pageModel) take(p []byte, off, k int) int {
 	m.left -= uint64(k)
 	if m.left == 0 {
 		m.msgs = append(m.msgs, m.cur)
+		if m.tagged {
+			m.tags = append(m.tags, m.curTag)
+		}
 		m.inMsg, m.cur = false, nil
 	}
 	return off + k
@@ -509,7 +536,8 @@ func (m *pageModel) end() error {
 // deliver), bits 4-7 a size s (ReadMessage reads into 16s bytes, Read into
 // s+1, NextBatch into s+1 slots, and s sets mixedStyle's order), and
 // whether Close comes before the held messages are released (s odd). max: the
-// largest message, 4×max, or 64 KiB for 0. Each buffer:
+// largest message, 4×max, 64 KiB for 0, or 1 TiB for 255 (lengths that lie
+// within it must not cost what they say). Each buffer:
 //
 //	[ctl] [len, 2 bytes LE] payload (len bytes, or what is left)
 //
@@ -532,8 +560,9 @@ type decoderInput struct {
 	model       pageModel
 }
 
-func parseDecoderInput(data []byte) *decoderInput {
+func parseDecoderInput(data []byte, tagged bool) *decoderInput {
 	d := &decoderInput{}
+	d.model.tagged = tagged
 	var opts, mx byte
 	if len(data) > 0 {
 		opts, data = data[0], data[1:]
@@ -543,7 +572,11 @@ func parseDecoderInput(data []byte) *decoderInput {
 	}
 	d.style, d.bypass, d.size = min(int(opts&7), mixedStyle), opts&8 != 0, int(opts>>4)
 	d.max = 1 << 16
-	if mx != 0 {
+	switch mx {
+	case 0:
+	case 255:
+		d.max = 1 << 40
+	default:
 		d.max = uint64(mx) * 4
 	}
 	d.model.max = d.max
@@ -566,7 +599,7 @@ func parseDecoderInput(data []byte) *decoderInput {
 			buf = append(buf, next(n)...)
 		} else {
 			payload := next(n)
-			h := header{kind: kindPage, fragLen: uint32(len(payload)), msgLen: d.model.continuation(len(payload))}
+			h := header{kind: d.model.kind(), fragLen: uint32(len(payload)), msgLen: d.model.continuation(len(payload))}
 			lie := uint64(ctl & 0x1f)
 			if ctl&0x40 != 0 {
 				h.msgLen -= lie
@@ -589,18 +622,20 @@ func parseDecoderInput(data []byte) *decoderInput {
 // runDecoder feeds the input's buffers to a Conn, reads them back and
 // checks the result against the model. It returns how reading ended.
 func runDecoder(t *testing.T, data []byte) (*decoderInput, error) {
-	d := parseDecoderInput(data)
+	d := parseDecoderInput(data, false)
 	bufSize := headerSize + 1
 	for _, b := range d.bufs {
 		bufSize = max(bufSize, len(b))
 	}
 	c := newReadingConn(t, len(d.bufs), bufSize, d.max)
+	before := heapAllocs()
 	pushed := deliver(c, d.bufs, d.bypass)
 	limit := 2*len(d.model.msgs) + 4
 	if d.style == readStreamStyle {
 		limit = len(d.model.stream)/(d.size+1) + 4
 	}
 	r, held := readAll(t, c, d.style, d.size, limit)
+	checkAllocs(t, before, len(data), c)
 	m := &d.model
 	checkEnd(t, r.err, m.end())
 	if d.style == readStreamStyle {
@@ -1031,6 +1066,9 @@ func decoderSeeds() []pageSeed {
 		{"continuation-on-first-page-after-message-nextbatch", ht(nextBatchStyle, 3).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
 		{"continuation-after-whole-message", ht(readMessageStyle, 4).page(recs("done")).page(cat(fill(3, 'c'), recs("x")), 3), ErrProtocol, 1},
 		{"empty-page-inside-message", ht(nextMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(nil), ErrProtocol, 0},
+		{"lying-length-within-huge-maximum", newDecoderSeed(nextMessageStyle, 0, false, 255).page(cat(recs("ok"), rec(1<<39, fill(10, 'l')))), io.ErrUnexpectedEOF, 1},
+		{"lying-length-within-huge-maximum-append", newDecoderSeed(appendMessageStyle, 0, false, 255).page(rec(1<<40, fill(10, 'l'))), io.ErrUnexpectedEOF, 0},
+		{"lying-length-within-huge-maximum-next", newDecoderSeed(nextStyle, 0, false, 255).page(rec(1<<38, fill(10, 'l'))).page(fill(20, 'm')), io.ErrUnexpectedEOF, 0},
 		{"over-maximum", ht(readMessageStyle, 1).page(cat(recs("ok"), rec(1001, fill(10, 'o')))), ErrMessageTooLarge, 1},
 		{"at-maximum", ht(nextMessageStyle, 0).page(cat(rec(1000, fill(1000, 'm')), recs("ok"))), io.EOF, 2},
 		{"over-maximum-huge", ht(appendMessageStyle, 0).page(rec(-1, fill(8, 'h'))), ErrMessageTooLarge, 0},

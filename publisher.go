@@ -144,9 +144,25 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c := p.raw
 	c.Mode = m
 	c.setDefaults()
-	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: taggedPages(m == LowLatency),
+	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: publishing{taggedPages(m == LowLatency)},
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
 		maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(&c)}
+}
+
+// publishing is the framing of a link to a subscriber: tagged pages go
+// out, and nothing comes in but the subscriber's requests, which are the
+// link's control messages. Data from a subscriber would go to a reader
+// that does not exist, its buffers never posted again: it breaks the
+// protocol instead.
+type publishing struct{ pages }
+
+func (publishing) checker(uint64) frameCheck { return refuseData{} }
+
+// refuseData is the frame check of a link that takes no data.
+type refuseData struct{}
+
+func (refuseData) check(h header) error {
+	return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.kind)
 }
 
 // admit accepts a subscriber whose buffers the process can afford; on the

@@ -101,14 +101,12 @@ func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	defer r.mu.Unlock()
-	start := len(dst)
-	if need := start + int(r.pos.left); need > cap(dst) {
-		grown := make([]byte, start, need)
+	if need := r.room(); cap(dst)-len(dst) < need {
+		grown := make([]byte, len(dst), len(dst)+need)
 		copy(grown, dst)
 		dst = grown
 	}
-	n, err := r.readRest(nil, dst[start:start+int(r.pos.left)])
-	return dst[:start+n], err
+	return r.readAppend(nil, dst)
 }
 
 func (r *receiver) messageLen() (int, error) {
@@ -141,13 +139,16 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 		r.consume(len(ch))
 		return m, nil
 	}
-	sp := r.spares.get(int(r.pos.left))
-	n, err := r.readRest(ctx, sp.b)
+	// Room for what the connection's buffers hold at most, grown as the
+	// bytes arrive: the length the peer announced sizes nothing.
+	sp := r.spares.get(r.room())
+	buf, err := r.readAppend(ctx, sp.b[:0])
 	if err != nil {
 		r.spares.put(sp)
 		return Message{}, err
 	}
-	return Message{r: r, spare: sp, b: sp.b[:n:n], slot: -1, gen: sp.gen.Load()}, nil
+	sp.b = buf
+	return Message{r: r, spare: sp, b: buf[:len(buf):len(buf)], slot: -1, gen: sp.gen.Load()}, nil
 }
 
 // lend hands out b, a message in the buffer the reader is at.
@@ -247,18 +248,18 @@ func (r *receiver) nextLocked() ([]byte, error) {
 		r.msgs++
 		return ch, nil
 	}
-	buf := r.joined
-	if n := int(r.pos.left); cap(buf) < n {
-		buf = make([]byte, n)
-		if n <= r.spares.limit {
-			r.joined = buf // kept for the next one; larger ones are not
-		}
+	buf := r.joined[:0]
+	if need := r.room(); cap(buf) < need {
+		buf = make([]byte, 0, need)
 	}
-	n, err := r.readRest(nil, buf[:r.pos.left])
+	buf, err := r.readAppend(nil, buf)
 	if err != nil {
 		return nil, err
 	}
-	return buf[:n:n], nil
+	if cap(buf) <= r.spares.limit {
+		r.joined = buf // kept for the next one; larger ones are not
+	}
+	return buf[:len(buf):len(buf)], nil
 }
 
 // nextInBuffer is NextMessage's common case: the next message lies whole
@@ -313,6 +314,41 @@ func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 		// consumed stays consumed: the next call returns the rest.
 		if err := r.waitMessage(ctx); err != nil {
 			return n, err
+		}
+	}
+}
+
+// room is how much room a read makes at once for the rest of the current
+// message: all of it, unless that is more than the connection's receive
+// buffers hold. The length of a message is the peer's word, and a header
+// that announces MaxMessageSize over a ten-byte fragment must not cost
+// MaxMessageSize (with MaxMessageSize at 1 TiB, that was the process):
+// the receive buffers are memory the connection commits to the peer
+// anyway, and a larger message makes its room as it arrives (readAppend).
+func (r *receiver) room() int { return int(min(r.pos.left, uint64(len(r.q.mem)))) }
+
+// readAppend appends the rest of the current message to dst as its bytes
+// arrive, bounded by ctx unless it is nil. Room beyond dst's capacity
+// doubles, up to what the message still needs, so that a message larger
+// than room() is copied at most about once more than into room of its
+// full size. On an error, what was consumed stays consumed and is in the
+// returned slice.
+func (r *receiver) readAppend(ctx context.Context, dst []byte) ([]byte, error) {
+	for {
+		ch := r.pos.chunk()
+		if cap(dst)-len(dst) < len(ch) {
+			need := uint64(len(dst)) + r.pos.left
+			grown := make([]byte, len(dst), int(min(need, uint64(max(2*cap(dst), len(dst)+len(ch))))))
+			copy(grown, dst)
+			dst = grown
+		}
+		dst = append(dst, ch...)
+		r.consume(len(ch))
+		if !r.pos.inMsg {
+			return dst, nil
+		}
+		if err := r.waitMessage(ctx); err != nil {
+			return dst, err
 		}
 	}
 }

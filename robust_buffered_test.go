@@ -25,7 +25,7 @@ const wKindPage = 4
 
 // modeHello is helloBytes for a connection in mode m (byte 5).
 func modeHello(m netio.Mode, window, bufferSize uint32, maxMessage uint64) []byte {
-	b := helloBytes(1, window, bufferSize, maxMessage)
+	b := helloBytes(netio.ProtocolLevel, window, bufferSize, maxMessage)
 	b[5] = byte(m)
 	return b
 }

@@ -418,7 +418,7 @@ func TestBadPeerMessages(t *testing.T) {
 	goodC, goodS := dialAccept(t, ln)
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := dialRaw(t, ln.Addr().String(), helloBytes(1, rawWindow, rawBufSize, 1<<20))
+			p, err := dialRaw(t, ln.Addr().String(), helloBytes(netio.ProtocolLevel, rawWindow, rawBufSize, 1<<20))
 			if err != nil {
 				t.Fatalf("raw peer with a valid handshake was refused: %v", err)
 			}
@@ -509,7 +509,7 @@ func TestBadPeerHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	valid := helloBytes(1, rawWindow, rawBufSize, 1<<20)
+	valid := helloBytes(netio.ProtocolLevel, rawWindow, rawBufSize, 1<<20)
 	badMagic := append([]byte("XTIO"), valid[4:]...)
 	cases := []struct {
 		name  string
@@ -519,11 +519,11 @@ func TestBadPeerHandshake(t *testing.T) {
 		{"garbage", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
 		{"short", valid[:10]},
 		{"none", nil},
-		{"wrong version", helloBytes(2, rawWindow, rawBufSize, 1<<20)},
-		{"window zero", helloBytes(1, 0, rawBufSize, 1<<20)},
-		{"window huge", helloBytes(1, 1<<30, rawBufSize, 1<<20)},
-		{"buffer too small", helloBytes(1, rawWindow, 16, 1<<20)},
-		{"max message zero", helloBytes(1, rawWindow, rawBufSize, 0)},
+		{"wrong version", helloBytes(netio.ProtocolLevel-1, rawWindow, rawBufSize, 1<<20)},
+		{"window zero", helloBytes(netio.ProtocolLevel, 0, rawBufSize, 1<<20)},
+		{"window huge", helloBytes(netio.ProtocolLevel, 1<<30, rawBufSize, 1<<20)},
+		{"buffer too small", helloBytes(netio.ProtocolLevel, rawWindow, 16, 1<<20)},
+		{"max message zero", helloBytes(netio.ProtocolLevel, rawWindow, rawBufSize, 0)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1410,7 +1410,7 @@ func TestBadPeerHugeWindow(t *testing.T) {
 	c0, s0 := dialAccept(t, ln)
 	echo(t, c0, s0, []byte("warm"))
 	before := rssBytes(t)
-	p, err := dialRaw(t, ln.Addr().String(), helloBytes(1, 4096, 64<<10, 1<<20))
+	p, err := dialRaw(t, ln.Addr().String(), helloBytes(netio.ProtocolLevel, 4096, 64<<10, 1<<20))
 	if err != nil {
 		// Refusing such a peer is a fine answer too.
 		t.Logf("peer with a 4096 x 64 KiB window refused: %v", err)
@@ -1559,7 +1559,7 @@ func listenRaw(t testing.TB, accept []byte) *rawListener {
 // with something other than a netio handshake makes Dial fail with
 // ErrProtocol, promptly, and leaks nothing.
 func TestBadListenerHandshake(t *testing.T) {
-	valid := helloBytes(1, rawWindow, rawBufSize, 1<<20)
+	valid := helloBytes(netio.ProtocolLevel, rawWindow, rawBufSize, 1<<20)
 	cases := []struct {
 		name   string
 		accept []byte
@@ -1568,8 +1568,8 @@ func TestBadListenerHandshake(t *testing.T) {
 		{"none", nil},
 		{"short", valid[:12]},
 		{"wrong version", helloBytes(9, rawWindow, rawBufSize, 1<<20)},
-		{"window too small", helloBytes(1, 1, rawBufSize, 1<<20)},
-		{"buffer too small", helloBytes(1, rawWindow, 100, 1<<20)},
+		{"window too small", helloBytes(netio.ProtocolLevel, 1, rawBufSize, 1<<20)},
+		{"buffer too small", helloBytes(netio.ProtocolLevel, rawWindow, 100, 1<<20)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

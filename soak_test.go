@@ -104,7 +104,7 @@ func soakSampler(ctx context.Context) []soakSample {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		out = append(out, soakSample{at: time.Since(start), rss: residentBytes(), heap: ms.HeapInuse, goroutines: runtime.NumGoroutine(), fds: openFDs()})
+		out = append(out, soakSample{at: time.Since(start), rss: residentBytes(), heap: ms.HeapInuse, goroutines: runtime.NumGoroutine(), fds: procFDs()})
 		select {
 		case <-ctx.Done():
 			return out
@@ -123,7 +123,7 @@ func residentBytes() uint64 {
 	return rss * uint64(os.Getpagesize())
 }
 
-func openFDs() int {
+func procFDs() int {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	return len(ents)
 }

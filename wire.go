@@ -144,9 +144,12 @@ func (r role) peer() role {
 }
 
 const (
-	helloMagic    = "NTIO"
-	helloSize     = 24
-	protocolLevel = 1
+	helloMagic = "NTIO"
+	helloSize  = 24
+	// protocolLevel 2 added heartbeats (kindHeartbeat) and keyed hellos
+	// (byte 7): a level-1 peer would end a connection at its first
+	// heartbeat, so the two refuse each other at the handshake instead.
+	protocolLevel = 2
 )
 
 func (h hello) marshal() []byte {

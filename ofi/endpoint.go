@@ -17,13 +17,14 @@ type PassiveEndpoint struct {
 	c     *C.struct_fid_pep
 	token uint64
 	eq    *EQ
+	tcp   bool // the tcp provider's: Listen guards its connection manager (cmguard.go)
 }
 
 // OpenPassiveEndpoint opens a passive endpoint for info (from GetInfo with
 // Source set). libfabric binds the port here, so Addr reports the real port
 // even before Listen; token comes back as Event.Context.
 func (f *Fabric) OpenPassiveEndpoint(info *Info, token uint64) (*PassiveEndpoint, error) {
-	p := &PassiveEndpoint{token: token}
+	p := &PassiveEndpoint{token: token, tcp: needsGuard(info)}
 	if err := check("fi_passive_ep", C.netio_passive_ep(f.c, info.c, &p.c, C.uint64_t(token))); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,15 @@ func (p *PassiveEndpoint) Bind(q *EQ) error {
 }
 
 // Listen starts accepting connection requests.
-func (p *PassiveEndpoint) Listen() error { return check("fi_listen", C.fi_listen(p.c)) }
+func (p *PassiveEndpoint) Listen() error {
+	if err := check("fi_listen", C.fi_listen(p.c)); err != nil {
+		return err
+	}
+	if p.tcp {
+		return p.guardCM()
+	}
+	return nil
+}
 
 // Addr is the bound local address.
 func (p *PassiveEndpoint) Addr() (netip.AddrPort, error) { return getname("fi_getname", &p.c.fid) }

@@ -1,0 +1,519 @@
+package netio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime/metrics"
+	"testing"
+)
+
+// FuzzLinkHeaders feeds received buffers through the link's own checks
+// (link.onRecv: the header's length against what arrived, credits against
+// the window, the kinds, FIN, and the framing's frameCheck) into a Conn of
+// either mode, and reads them back, or takes them through Config.OnMessage
+// on a LowLatency one. The Conn is held to linkModel, written from the wire
+// format's description: the same messages, the same bytes, the same end
+// (io.EOF, or the first violation's ErrProtocol or ErrMessageTooLarge, or
+// io.ErrUnexpectedEOF for a stream that stops inside a message). What the
+// Conn allocates is bounded by what arrived and its receive buffers, never
+// by a length a header announces: with the largest message at 1 TiB, a
+// 10-byte fragment of a 1 TiB message must cost bytes, not the terabyte.
+//
+// It reuses FuzzPageDecoder's harness (page_fuzz_test.go): a Conn reduced
+// to its buffers on a closed reactor, deliver, readAll and finish; and for
+// HighThroughput pages, its pageModel.
+func FuzzLinkHeaders(f *testing.F) {
+	addSeeds(f, linkSeeds())
+	f.Fuzz(func(t *testing.T, data []byte) { runLinkHeaders(t, data) })
+}
+
+// linkModel is the link's checks and the LowLatency fragments' reassembly
+// done the plain way.
+type linkModel struct {
+	mode    Mode
+	max     uint64
+	window  int // the peer's: credits may never exceed it
+	credits int
+	fin     bool
+	err     error // the first violation
+
+	// LowLatency: the message being received.
+	inMsg  bool
+	msgLen uint64
+	left   uint64
+	cur    []byte
+	msgs   [][]byte
+	stream []byte
+
+	pages pageModel // HighThroughput
+}
+
+func (m *linkModel) receive(b []byte) {
+	if m.err != nil {
+		return
+	}
+	if len(b) < headerSize {
+		m.err = ErrProtocol
+		return
+	}
+	h := readHeader(b)
+	p := b[headerSize:]
+	if uint64(h.fragLen) != uint64(len(p)) {
+		m.err = ErrProtocol
+		return
+	}
+	if m.credits+int(h.credits) > m.window {
+		m.err = ErrProtocol
+		return
+	}
+	m.credits += int(h.credits)
+	switch h.kind {
+	case kindCredit, kindHeartbeat:
+	case kindFin:
+		m.fin = true
+	case kindData, kindPage, kindTagged:
+		if m.mode == HighThroughput {
+			m.page(h, p)
+		} else {
+			m.fragment(h, p)
+		}
+	default: // a Conn takes no control messages
+		m.err = ErrProtocol
+	}
+}
+
+func (m *linkModel) fragment(h header, p []byte) {
+	switch {
+	case h.kind != kindData:
+		m.err = ErrProtocol
+		return
+	case !m.inMsg && h.msgLen > m.max:
+		m.err = ErrMessageTooLarge
+		return
+	case m.inMsg && h.msgLen != m.msgLen:
+		m.err = ErrProtocol
+		return
+	}
+	left := h.msgLen
+	if m.inMsg {
+		left = m.left
+	}
+	if uint64(len(p)) > left || (left == uint64(len(p))) != (h.flags&flagLast != 0) || m.fin {
+		m.err = ErrProtocol
+		return
+	}
+	if !m.inMsg {
+		m.inMsg, m.msgLen, m.cur = true, h.msgLen, []byte{}
+	}
+	m.left = left - uint64(len(p))
+	m.cur = append(m.cur, p...)
+	m.stream = append(m.stream, p...)
+	if m.left == 0 {
+		m.msgs = append(m.msgs, m.cur)
+		m.inMsg, m.cur = false, nil
+	}
+}
+
+func (m *linkModel) page(h header, p []byte) {
+	if h.kind != kindPage || h.msgLen > uint64(h.fragLen) || m.fin {
+		m.err = ErrProtocol
+		return
+	}
+	m.pages.page(p, h.msgLen)
+	m.err = m.pages.err
+}
+
+// honest is the header an honest sender puts on a data buffer of n
+// payload bytes, starting a message of n+more bytes if none goes on.
+func (m *linkModel) honest(n int, more uint64) header {
+	if m.mode == HighThroughput {
+		return header{kind: kindPage, fragLen: uint32(n), msgLen: m.pages.continuation(n)}
+	}
+	h := header{kind: kindData, fragLen: uint32(n), msgLen: uint64(n) + more}
+	if m.inMsg {
+		h.msgLen = m.msgLen
+	}
+	if m.inMsg && uint64(n) == m.left || !m.inMsg && more == 0 {
+		h.flags = flagLast
+	}
+	return h
+}
+
+// messages is what a reader reads: whole messages and all the bytes.
+func (m *linkModel) messages() (msgs [][]byte, stream []byte) {
+	if m.mode == HighThroughput {
+		return m.pages.msgs, m.pages.stream
+	}
+	return m.msgs, m.stream
+}
+
+// end is how reading ends after the last buffer.
+func (m *linkModel) end() error {
+	switch {
+	case m.err != nil:
+		return m.err
+	case m.mode == HighThroughput && m.pages.inMsg, m.mode == LowLatency && m.inMsg:
+		return io.ErrUnexpectedEOF
+	}
+	return io.EOF
+}
+
+// The input:
+//
+//	[opts] [max] [window] [credits] buffer...
+//
+// opts: bit 0 the mode (HighThroughput if set), bit 1 Config.OnMessage
+// (LowLatency only), bits 2-4 the read style (7 is mixedStyle too), bit 5
+// a largest message of 1 TiB instead of max's, bits 6-7 a size s as in
+// FuzzPageDecoder's input. max: the largest message, 4×max, or 64 KiB for
+// 0. window: the peer's window is window+1 buffers, and credits%(window+2)
+// of them are ours to start with. Each buffer:
+//
+//	[ctl] [len, 2 bytes LE] payload (len bytes, or what is left)
+//
+// bit 7 of ctl set: the header is the 16 bytes before the payload, as they
+// are (fewer if the input ends: a buffer shorter than a header). Clear: a
+// data buffer with the header an honest sender would write, except that
+// it returns (ctl>>2)&7 credits, and that bit 0 makes it lie about the
+// message (LowLatency: the last-fragment flag flipped; HighThroughput: the
+// continuation one more), and bit 1 makes fragLen one more than the
+// payload. A LowLatency buffer that starts a message is followed by 2
+// bytes LE: how much longer than this fragment the message is (bit 5 of
+// ctl: 4096 times as much), and one that continues a message carries at
+// most what is left of it.
+type linkInput struct {
+	mode      Mode
+	onMessage bool
+	style     int
+	size      int
+	credits   int // ours at the start
+	bufs      [][]byte
+	model     linkModel
+}
+
+const linkHugeMax = 1 << 40
+
+func parseLinkInput(data []byte) *linkInput {
+	d := &linkInput{}
+	next := func(n int) []byte {
+		n = min(n, len(data))
+		b := data[:n:n]
+		data = data[n:]
+		return b
+	}
+	byteAt := func() byte {
+		if b := next(1); len(b) > 0 {
+			return b[0]
+		}
+		return 0
+	}
+	le16 := func() int {
+		n := 0
+		for i, x := range next(2) {
+			n |= int(x) << (8 * i)
+		}
+		return n
+	}
+	opts, mx, window, credits := byteAt(), byteAt(), byteAt(), byteAt()
+	if opts&1 != 0 {
+		d.mode = HighThroughput
+	}
+	d.onMessage = opts&2 != 0 && d.mode == LowLatency
+	d.style, d.size = min(int(opts>>2&7), mixedStyle), int(opts>>6)
+	m := &d.model
+	m.mode = d.mode
+	m.max = 1 << 16
+	if mx != 0 {
+		m.max = uint64(mx) * 4
+	}
+	if opts&0x20 != 0 {
+		m.max = linkHugeMax
+	}
+	m.pages.max = m.max
+	m.window = int(window) + 1
+	m.credits = int(credits) % (m.window + 1)
+	d.credits = m.credits
+	for len(data) > 0 && len(d.bufs) < fuzzMaxBuffers {
+		ctl := next(1)[0]
+		n := min(le16(), fuzzMaxPayload)
+		var buf []byte
+		if ctl&0x80 != 0 {
+			buf = append(buf, next(headerSize)...)
+			buf = append(buf, next(n)...)
+		} else {
+			var more uint64
+			if d.mode == LowLatency {
+				if m.inMsg {
+					n = int(min(uint64(n), m.left))
+				} else {
+					more = uint64(le16())
+					if ctl&0x20 != 0 {
+						more *= 4096
+					}
+				}
+			}
+			payload := next(n)
+			h := m.honest(len(payload), more)
+			h.credits = uint16(ctl >> 2 & 7)
+			if ctl&1 != 0 {
+				h.flags ^= flagLast
+				h.msgLen += uint64(d.mode) // the continuation, on pages
+			}
+			if ctl&2 != 0 {
+				h.fragLen++
+			}
+			buf = make([]byte, headerSize+len(payload))
+			putHeader(buf, h)
+			copy(buf[headerSize:], payload)
+		}
+		d.bufs = append(d.bufs, buf)
+		m.receive(buf)
+	}
+	return d
+}
+
+// heapAllocs is the bytes allocated on the heap so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// checkAllocs checks what delivering and reading an input of n bytes to c
+// allocated since before against a bound: a few times the input (the
+// messages, copied by the reader and again by the test), c's receive
+// buffers twice more (the room a read makes at once, grown once), and
+// 16 MiB of slack. A Conn that trusts a length it is told allocates what
+// the length says, up to the 1 TiB the inputs may allow. The slack is
+// wide because the runtime counts small allocations a span at a time, as
+// its caches refill: the fuzzer saw 1.3 and 1.7 MB for inputs that
+// allocate far less, and neither repeated.
+func checkAllocs(t *testing.T, before uint64, n int, c *Conn) {
+	limit := uint64(16*n+3*len(c.link.rx.mem)) + 16<<20
+	if got := heapAllocs() - before; got > limit {
+		t.Fatalf("reading %d bytes of input allocated %d bytes (bound %d): the Conn trusted a length it was told", n, got, limit)
+	}
+}
+
+// runLinkHeaders delivers the input's buffers to a Conn, reads them back
+// and checks the result against the model. It returns the input and how
+// reading ended.
+func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
+	d := parseLinkInput(data)
+	m := &d.model
+	bufSize := headerSize + 1
+	for _, b := range d.bufs {
+		bufSize = max(bufSize, len(b))
+	}
+	c := newReadingConn(t, len(d.bufs), bufSize, m.max)
+	l := c.link
+	if d.mode == LowLatency {
+		l.frames = fragments{}.checker(m.max)
+		c.recv.frames = fragments{}.reader()
+	}
+	l.credit.reset(m.window, len(l.rx.refs))
+	l.credit.credits = d.credits
+	var got [][]byte
+	if d.onMessage {
+		l.onMessage = func(msg []byte) {
+			if uint64(len(msg)) > m.max {
+				t.Fatalf("OnMessage got %d bytes, limit %d", len(msg), m.max)
+			}
+			got = append(got, bytes.Clone(msg))
+		}
+	}
+	before := heapAllocs()
+	pushed := deliver(c, d.bufs, false)
+	want, stream := m.messages()
+	var r readResult
+	var held []heldMessage
+	if d.onMessage {
+		r.msgs, r.err = got, l.life.err
+	} else {
+		calls := 2*len(want) + 4
+		if d.style == readStreamStyle {
+			calls = len(stream)/(d.size+1) + 4
+		}
+		r, held = readAll(t, c, d.style, d.size, calls)
+	}
+	checkAllocs(t, before, len(data), c)
+	end := m.end()
+	if d.onMessage {
+		// The link's own end: a stream cut short inside a message is its
+		// peer's orderly close all the same.
+		if errors.Is(end, io.ErrUnexpectedEOF) {
+			end = io.EOF
+		}
+		if errorClass(r.err) != errorClass(end) {
+			t.Fatalf("link ended with %v (%s); want %s", r.err, errorClass(r.err), errorClass(end))
+		}
+	} else {
+		checkEnd(t, r.err, end)
+	}
+	if d.style == readStreamStyle && !d.onMessage {
+		if !bytes.Equal(r.stream, stream) {
+			t.Fatalf("Read returned %d bytes %.64x; the buffers hold %d bytes %.64x", len(r.stream), r.stream, len(stream), stream)
+		}
+	} else {
+		if len(r.msgs) != len(want) {
+			t.Fatalf("read %d messages before %v; the buffers hold %d", len(r.msgs), r.err, len(want))
+		}
+		for i, b := range r.msgs {
+			if !bytes.Equal(b, want[i]) {
+				t.Fatalf("message %d: %d bytes %.64x; the buffers hold %d bytes %.64x", i, len(b), b, len(want[i]), want[i])
+			}
+		}
+	}
+	finish(t, c, held, d.size&1 != 0, pushed)
+	return d, r.err
+}
+
+// ---------------------------------------------------------------------------
+// Seeds
+
+// linkSeed builds an input.
+type linkSeed []byte
+
+func newLinkSeed(mode Mode, onMessage bool, style, size int, huge bool, mx, window, credits byte) linkSeed {
+	opts := byte(mode) | byte(style)<<2 | byte(size)<<6
+	if onMessage {
+		opts |= 2
+	}
+	if huge {
+		opts |= 0x20
+	}
+	return linkSeed{opts, mx, window, credits}
+}
+
+// start adds a LowLatency fragment that starts a message more bytes longer
+// than payload, with an honest header but for ctl's lies and credits.
+func (s linkSeed) start(ctl byte, payload []byte, more int) linkSeed {
+	s = append(s, ctl, byte(len(payload)), byte(len(payload)>>8), byte(more), byte(more>>8))
+	return append(s, payload...)
+}
+
+// cont adds a LowLatency fragment that continues a message, or a
+// HighThroughput page, with an honest header but for ctl's lies and
+// credits.
+func (s linkSeed) cont(ctl byte, payload []byte) linkSeed {
+	return append(append(s, ctl, byte(len(payload)), byte(len(payload)>>8)), payload...)
+}
+
+// raw adds a buffer with header h as given and payload.
+func (s linkSeed) raw(h header, payload []byte) linkSeed {
+	hb := make([]byte, headerSize)
+	putHeader(hb, h)
+	return append(append(append(s, 0x80, byte(len(payload)), byte(len(payload)>>8)), hb...), payload...)
+}
+
+// truncated adds a buffer of n < 16 bytes, the input's last.
+func (s linkSeed) truncated(n int) linkSeed {
+	return append(append(s, 0x80, 0, 0), fill(n, 't')...)
+}
+
+// credits is ctl for an honest buffer that returns n credits (n < 8).
+func credits(n byte) byte { return n << 2 }
+
+const (
+	lieLast = 1 // flagLast flipped; on pages, continuation one more
+	lieLen  = 2 // fragLen one more than the payload
+)
+
+func linkSeeds() []fuzzSeed {
+	ll := func(style int) linkSeed { return newLinkSeed(LowLatency, false, style, 0, false, maxBy250, 15, 8) }
+	ht := func(style int) linkSeed { return newLinkSeed(HighThroughput, false, style, 0, false, maxBy250, 15, 8) }
+	huge := func(m Mode, style int) linkSeed { return newLinkSeed(m, false, style, 0, true, 0, 15, 8) }
+	onMsg := newLinkSeed(LowLatency, true, 0, 0, false, maxBy250, 15, 8)
+	ok := func(s linkSeed) linkSeed { return s.start(0, []byte("ok"), 0) }
+	hundred := fill(100, 'h')
+	req := (&request{id: 1, tags: []uint64{7}}).marshal()
+	ackb := (&ack{id: 1, incarnation: 2, tags: []uint64{7}, next: []uint64{0}}).marshal()
+	garbage := []byte("\x03\x00\xff\xfe garbage that is no header at all \x00\x00\x00\x00")
+	return []fuzzSeed{
+		// LowLatency fragments.
+		{"one-message", ll(readMessageStyle).start(0, []byte("hello"), 0), io.EOF, 1},
+		{"empty-message", ll(nextMessageStyle).start(0, nil, 0).start(0, []byte("x"), 0), io.EOF, 2},
+		{"fragments", ll(nextMessageStyle).start(0, hundred, 200).cont(0, hundred).cont(0, hundred).start(0, []byte("after"), 0), io.EOF, 2},
+		{"fragments-append", ll(appendMessageStyle).start(0, hundred, 200).cont(0, hundred).cont(0, hundred), io.EOF, 1},
+		{"fragments-next", ll(nextStyle).start(0, hundred, 100).cont(0, hundred), io.EOF, 1},
+		{"fragments-nextbatch", newLinkSeed(LowLatency, false, nextBatchStyle, 3, false, maxBy250, 15, 8).start(0, []byte("a"), 0).start(0, hundred, 100).cont(0, hundred).start(0, []byte("b"), 0), io.EOF, 3},
+		{"fragments-read-stream", newLinkSeed(LowLatency, false, readStreamStyle, 2, false, maxBy250, 15, 8).start(0, hundred, 100).cont(0, hundred).start(0, []byte("tail"), 0), io.EOF, 0},
+		{"fragments-mixed", newLinkSeed(LowLatency, false, mixedStyle, 3, false, maxBy250, 15, 8).start(0, hundred, 100).cont(0, hundred).start(0, nil, 0).start(0, []byte("c"), 0).start(0, hundred, 0), io.EOF, 4},
+		{"fragments-onmessage", onMsg.start(0, hundred, 200).cont(0, hundred).cont(0, hundred).start(0, []byte("whole"), 0), io.EOF, 2},
+		{"cut-short", ll(nextMessageStyle).start(0, hundred, 100), io.ErrUnexpectedEOF, 0},
+		{"cut-short-onmessage", onMsg.start(0, hundred, 100), io.ErrUnexpectedEOF, 0},
+		{"at-maximum", ll(appendMessageStyle).start(0, hundred, 900).cont(0, fill(900, 'm')), io.EOF, 1},
+		{"above-maximum", ok(ll(readMessageStyle)).start(0, hundred, 901), ErrMessageTooLarge, 1},
+		{"above-maximum-onmessage", onMsg.start(0, hundred, 901), ErrMessageTooLarge, 0},
+		{"msglen-huge", ok(ll(nextMessageStyle)).raw(header{kind: kindData, fragLen: 10, msgLen: 1<<64 - 1}, fill(10, 'x')), ErrMessageTooLarge, 1},
+		{"msglen-lies-within-huge-max", ok(huge(LowLatency, nextMessageStyle)).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax}, fill(10, 'x')), io.ErrUnexpectedEOF, 1},
+		{"msglen-lies-within-huge-max-append", huge(LowLatency, appendMessageStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 2}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
+		{"msglen-lies-within-huge-max-next", huge(LowLatency, nextStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 4}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
+		{"msglen-lies-within-huge-max-readmessage", huge(LowLatency, readMessageStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 8}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
+		{"msglen-lies-within-huge-max-onmessage", newLinkSeed(LowLatency, true, 0, 0, true, 0, 15, 8).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
+		{"msglen-changes", ll(nextMessageStyle).start(0, hundred, 200).raw(header{kind: kindData, fragLen: 100, msgLen: 400}, hundred), ErrProtocol, 0},
+		{"fragment-overruns", ok(ll(nextMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 100, msgLen: 50}, hundred), ErrProtocol, 1},
+		{"continuation-overruns", ll(nextMessageStyle).start(0, hundred, 50).raw(header{kind: kindData, flags: flagLast, fragLen: 100, msgLen: 150}, hundred), ErrProtocol, 0},
+		{"last-flag-early", ok(ll(readMessageStyle)).start(lieLast, hundred, 100), ErrProtocol, 1},
+		{"last-flag-missing", ok(ll(readMessageStyle)).start(lieLast, hundred, 0), ErrProtocol, 1},
+		{"fraglen-says-more", ok(ll(readMessageStyle)).start(lieLen, []byte("abc"), 0), ErrProtocol, 1},
+		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 2, msgLen: 2}, []byte("abc")), ErrProtocol, 1},
+		{"fraglen-huge", ok(ll(readMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 1<<32 - 1, msgLen: 10}, fill(10, 'x')), ErrProtocol, 1},
+		{"page-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindPage, fragLen: 9}, recs("x")), ErrProtocol, 1},
+		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		// Credits.
+		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).start(credits(7), []byte("a"), 0).raw(header{kind: kindCredit}, nil), io.EOF, 1},
+		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).start(0, []byte("a"), 0).raw(header{kind: kindCredit, credits: 1}, nil), ErrProtocol, 1},
+		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 3, 0).start(credits(4), []byte("a"), 0).start(credits(1), []byte("b"), 0), ErrProtocol, 1},
+		{"credits-max", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, credits: 1<<16 - 1}, nil), ErrProtocol, 1},
+		{"credits-on-page-overflow", newLinkSeed(HighThroughput, false, nextMessageStyle, 0, false, maxBy250, 3, 4).cont(credits(1), recs("a")), ErrProtocol, 0},
+		{"credit-with-payload", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, fragLen: 5}, []byte("12345")).start(0, []byte("b"), 0), io.EOF, 2},
+		// FIN.
+		{"fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil), io.EOF, 1},
+		{"fin-half-close", ok(ll(readStreamStyle)).raw(header{kind: kindFin, flags: flagLast | flagHalfClose}, nil), io.EOF, 0},
+		{"fin-twice", ok(ll(readMessageStyle)).raw(header{kind: kindFin}, nil).raw(header{kind: kindFin, flags: flagHalfClose}, nil), io.EOF, 1},
+		{"data-after-fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil).start(0, []byte("zombie"), 0), ErrProtocol, 1},
+		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(header{kind: kindFin, flags: flagHalfClose}, nil).start(0, []byte("zombie"), 0), ErrProtocol, 1},
+		{"fin-inside-message", ll(nextMessageStyle).start(0, hundred, 100).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"page-after-fin", ht(nextMessageStyle).cont(0, recs("ok")).raw(header{kind: kindFin}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		// Kinds.
+		{"kind-zero", ok(ll(readMessageStyle)).raw(header{kind: 0, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"kind-unknown", ok(ll(readMessageStyle)).raw(header{kind: 9, flags: flagLast}, nil), ErrProtocol, 1},
+		{"kind-255", ok(ll(readMessageStyle)).raw(header{kind: 255, fragLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"subscribe-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindSubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"unsubscribe-at-conn", ht(readMessageStyle).cont(0, recs("ok")).raw(header{kind: kindUnsubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"ack-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindAck, flags: flagLast, fragLen: uint32(len(ackb)), msgLen: uint64(len(ackb))}, ackb), ErrProtocol, 1},
+		{"truncated-header", ok(ll(readMessageStyle)).truncated(8), ErrProtocol, 1},
+		{"empty-buffer", ok(ll(readMessageStyle)).truncated(0), ErrProtocol, 1},
+		{"garbage", ok(ll(readMessageStyle)).cont(0x80, garbage), ErrProtocol, 1},
+		// HighThroughput pages.
+		{"ht-records", ht(nextMessageStyle).cont(0, recs("a", "", "bb")).cont(credits(3), recs("c")), io.EOF, 4},
+		{"ht-split", ht(appendMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
+		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieLast, fill(200, 'n')), ErrProtocol, 0},
+		{"ht-fraglen-lie", ht(nextMessageStyle).cont(0, recs("a")).cont(lieLen, recs("b")), ErrProtocol, 1},
+		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
+		{"ht-data-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindData, flags: flagLast, fragLen: 1, msgLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"ht-tagged-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		{"ht-record-above-max", ht(nextMessageStyle).cont(0, cat(recs("a"), rec(1001, nil))), ErrMessageTooLarge, 1},
+		{"ht-record-lies-within-huge-max", huge(HighThroughput, nextMessageStyle).cont(0, cat(recs("a"), rec(linkHugeMax, fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
+		{"ht-record-lies-within-huge-max-next", huge(HighThroughput, nextStyle).cont(0, rec(linkHugeMax/2, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"ht-record-lies-within-huge-max-append", huge(HighThroughput, appendMessageStyle).cont(0, rec(linkHugeMax/4, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"ht-control-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindSubscribe, fragLen: uint32(len(req))}, req), ErrProtocol, 1},
+	}
+}
+
+func TestLinkHeadersSeeds(t *testing.T) {
+	checkSeedCorpus(t, "FuzzLinkHeaders", linkSeeds(), func(t *testing.T, s fuzzSeed) {
+		d, end := runLinkHeaders(t, s.in)
+		if d.onMessage {
+			end = d.model.end()
+		}
+		if errorClass(end) != errorClass(s.end) {
+			t.Fatalf("ends with %v, want %s", end, errorClass(s.end))
+		}
+		if msgs, _ := d.model.messages(); d.style != readStreamStyle && len(msgs) != s.msgs {
+			t.Fatalf("%d messages before the end, want %d", len(msgs), s.msgs)
+		}
+	})
+}
