@@ -1,7 +1,6 @@
 package netio_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -66,39 +65,6 @@ func startHeartbeatChild(t *testing.T, role string, env ...string) *child {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHeartbeatChild$", "-test.count=1")
 	cmd.Env = append(append(os.Environ(), hbRoleEnv+"="+role), env...)
 	return startChildCmd(t, cmd)
-}
-
-// startChildCmd starts cmd, a child that reports on stdout line by line and
-// ends when its stdin closes; it is killed at the end of the test.
-func startChildCmd(t *testing.T, cmd *exec.Cmd) *child {
-	t.Helper()
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 1024)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return c
 }
 
 // checkPeerTimeout checks that err is the end of a connection by the

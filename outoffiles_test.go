@@ -117,26 +117,8 @@ func openFiles() (int, error) {
 func TestListenerOutOfFiles(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOutOfFilesChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), filesChildEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 64)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
+	c := startChildCmd(t, cmd)
+	stdin := c.stdin
 	exited := false
 	defer func() {
 		if !exited {

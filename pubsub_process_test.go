@@ -1,7 +1,6 @@
 package netio_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -229,63 +228,11 @@ func publisherChild() {
 	}
 }
 
-// child is a running child process and its stdout, line by line.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-}
-
 func startPubSubChild(t *testing.T, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPubSubChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 1024)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return c
-}
-
-// waitFor returns the child's first line that starts with prefix.
-func (c *child) waitFor(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.NewTimer(5 * hangTimeout)
-	defer timeout.Stop()
-	for {
-		select {
-		case l, ok := <-c.lines:
-			if !ok {
-				t.Fatalf("child exited before a line starting %q", prefix)
-			}
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-timeout.C:
-			t.Fatalf("no line starting %q from the child", prefix)
-		}
-	}
+	return startChildCmd(t, cmd)
 }
 
 func (c *child) report(t *testing.T) psReport {

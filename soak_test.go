@@ -65,7 +65,7 @@ func TestSoak(t *testing.T) {
 	g.Go(func() error { return soakStream(gctx, &f) })
 	g.Go(func() error { return soakPubSub(gctx, t, &f) })
 	samples := make(chan []soakSample, 1)
-	go func() { samples <- soakSampler(ctx) }()
+	go func() { samples <- soakSampler(ctx, t) }()
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ type soakSample struct {
 }
 
 // soakSampler samples until ctx ends, every 5 s.
-func soakSampler(ctx context.Context) []soakSample {
+func soakSampler(ctx context.Context, t *testing.T) []soakSample {
 	start := time.Now()
 	var out []soakSample
 	tick := time.NewTicker(5 * time.Second)
@@ -104,28 +104,13 @@ func soakSampler(ctx context.Context) []soakSample {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		out = append(out, soakSample{at: time.Since(start), rss: residentBytes(), heap: ms.HeapInuse, goroutines: runtime.NumGoroutine(), fds: procFDs()})
+		out = append(out, soakSample{at: time.Since(start), rss: uint64(rssBytes(t)), heap: ms.HeapInuse, goroutines: runtime.NumGoroutine(), fds: openFDs(t)})
 		select {
 		case <-ctx.Done():
 			return out
 		case <-tick.C:
 		}
 	}
-}
-
-func residentBytes() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	var size, rss uint64
-	fmt.Sscanf(string(b), "%d %d", &size, &rss)
-	return rss * uint64(os.Getpagesize())
-}
-
-func procFDs() int {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	return len(ents)
 }
 
 // atWarm is the sample taken when the warm-up ended.
