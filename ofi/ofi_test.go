@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -340,5 +341,37 @@ func TestTryWait(t *testing.T) {
 	ok, err := p.Fabric.TryWait(&w)
 	if err != nil || !ok {
 		t.Fatalf("TryWait on a drained queue: %v %v", ok, err)
+	}
+}
+
+// RegionsResident counts a region's pages as they are written, and forgets
+// the region when it is closed.
+func TestRegionsResident(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{RegionSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, mapped := ofi.RegionsResident()
+	page := os.Getpagesize()
+	r, err := p.Client.Domain.NewRegion(64 * page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res0, mapped1 := ofi.RegionsResident()
+	if mapped1 != mapped+uint64(64*page) {
+		t.Fatalf("mapped %d after a region of %d, was %d", mapped1, 64*page, mapped)
+	}
+	b := r.Bytes()
+	for i := 0; i < 10; i++ {
+		b[i*page] = 1
+	}
+	res1, _ := ofi.RegionsResident()
+	if res1 < res0+uint64(10*page) {
+		t.Fatalf("resident %d after writing 10 pages, was %d", res1, res0)
+	}
+	r.Close()
+	if _, m := ofi.RegionsResident(); m != mapped {
+		t.Fatalf("mapped %d after Close, want %d", m, mapped)
 	}
 }
