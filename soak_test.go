@@ -92,6 +92,7 @@ type soakSample struct {
 	rss        uint64
 	heap       uint64 // HeapInuse after a GC: Go's own share of rss
 	regions    uint64 // resident bytes of the registered buffers mapped now (ofi.RegionsResident)
+	goSys      uint64 // what the Go runtime holds from the OS and has not released (Sys - HeapReleased)
 	goroutines int
 	fds        int
 }
@@ -107,7 +108,7 @@ func soakSampler(ctx context.Context, t *testing.T) []soakSample {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		regions, _ := ofi.RegionsResident()
-		out = append(out, soakSample{at: time.Since(start), rss: uint64(rssBytes(t)), heap: ms.HeapInuse, regions: regions, goroutines: runtime.NumGoroutine(), fds: openFDs(t)})
+		out = append(out, soakSample{at: time.Since(start), rss: uint64(rssBytes(t)), heap: ms.HeapInuse, regions: regions, goSys: ms.Sys - ms.HeapReleased, goroutines: runtime.NumGoroutine(), fds: openFDs(t)})
 		select {
 		case <-ctx.Done():
 			return out
@@ -186,10 +187,11 @@ func (f *soakFigures) report(t *testing.T, d, warm time.Duration, s []soakSample
 	row("resident memory: after warm-up, peak, end", "%d, %d, %d MiB", w.rss>>20, peak.rss>>20, last.rss>>20)
 	row("of which registered buffers: after warm-up, end", "%d, %d MiB", w.regions>>20, last.regions>>20)
 	row("Go heap in use: after warm-up, end", "%d, %d MiB", w.heap>>20, last.heap>>20)
+	row("held by the Go runtime (Sys - HeapReleased): after warm-up, end", "%d, %d MiB", w.goSys>>20, last.goSys>>20)
 	row("goroutines: after warm-up, end", "%d, %d", w.goroutines, last.goroutines)
 	row("open fds: after warm-up, end", "%d, %d", w.fds, last.fds)
 	for _, x := range s {
-		fmt.Fprintf(&b, "\t%4.0fs rss %4d MiB (buffers %4d MiB) heap %4d MiB goroutines %3d fds %3d\n", x.at.Seconds(), x.rss>>20, x.regions>>20, x.heap>>20, x.goroutines, x.fds)
+		fmt.Fprintf(&b, "\t%4.0fs rss %4d MiB (buffers %4d MiB, Go runtime %4d MiB) heap %4d MiB goroutines %3d fds %3d\n", x.at.Seconds(), x.rss>>20, x.regions>>20, x.goSys>>20, x.heap>>20, x.goroutines, x.fds)
 	}
 	t.Log(b.String())
 	if path := os.Getenv("NETIO_SOAK_REPORT"); path != "" {
