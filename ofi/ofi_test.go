@@ -375,3 +375,22 @@ func TestRegionsResident(t *testing.T) {
 		t.Fatalf("mapped %d after Close, want %d", m, mapped)
 	}
 }
+
+// CHeapInUse sees what libfabric allocates for a connected pair, and sees it
+// given back when the pair is closed.
+func TestCHeapInUse(t *testing.T) {
+	before := ofi.CHeapInUse()
+	p, err := ofipair.New(ofipair.Options{RegionSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ofi.CHeapInUse()
+	p.Close()
+	after := ofi.CHeapInUse()
+	if open <= before {
+		t.Fatalf("C heap in use %d with a connected pair open, %d before it", open, before)
+	}
+	if after >= open {
+		t.Fatalf("C heap in use %d after the pair closed, %d while it was open", after, open)
+	}
+}

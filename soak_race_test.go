@@ -1,0 +1,5 @@
+//go:build soak && race
+
+package netio_test
+
+func init() { soakRace = true }
