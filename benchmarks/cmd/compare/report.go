@@ -452,6 +452,7 @@ func (r *report) Markdown() string {
 		}
 	}
 
+	r.goalTable(w)
 	r.pubsubTable(w)
 
 	var errs []string

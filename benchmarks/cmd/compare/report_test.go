@@ -173,3 +173,22 @@ func TestPubSubMarkdown(t *testing.T) {
 		t.Errorf("a publish/subscribe report explains the stream rows:\n%s", md)
 	}
 }
+
+// The goals table holds each goal measured on both sides to its bound:
+// rates at least, round-trip times at most.
+func TestGoalTable(t *testing.T) {
+	md := testReport().Markdown()
+	for _, want := range []string{
+		"| LowLatency round trip, 64 B | Go net.TCPConn, blocking | at most 1.3x | 2.20x | **not met** |",
+		"| HighThroughput, Write + NextMessage/Release, 64 B | Go net.TCPConn + 1 MiB bufio | at least 0.8x | 0.75x | **not met** |",
+		"| HighThroughput, WriteBatch + NextBatch, 64 B | Go net.TCPConn + 1 MiB bufio | at least 1x | 1.50x | met |",
+		"| HighThroughput, 1 MiB | bare libfabric (ofi/), windowed, busy poll | at least 0.9x | 0.96x | met |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| LowLatency stream, 64 B |") {
+		t.Errorf("a goal whose peer was not measured is listed:\n%s", md)
+	}
+}
