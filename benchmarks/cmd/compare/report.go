@@ -350,18 +350,16 @@ func (r *report) pageFill(w func(string, ...any)) {
 	w("\n%s\n| a full page holds | %s |\n", strings.Join(rows, "\n"), strings.Join(full, " | "))
 }
 
-// htPageHeader and prefixBytes are netio's page header and per-message
-// length prefix (HighThroughput mode).
-const (
-	htPageHeader = 16
-	prefixBytes  = 8
-)
+// prefixBytes is netio's per-message length prefix (HighThroughput mode).
+const prefixBytes = 8
 
 // fullPage is how many messages of size bytes a full page carries: whole
 // records only, as a message that fits in a page never starts in the
-// last one's leftover room; larger ones span pages.
+// last one's leftover room; larger ones span pages. A page carries
+// DefaultPageSize bytes of messages and one length prefix (its buffer adds
+// the header), so that a message of DefaultPageSize bytes fills one page.
 func fullPage(size int) float64 {
-	room, rec := netio.DefaultPageSize-htPageHeader, prefixBytes+size
+	room, rec := netio.DefaultPageSize+prefixBytes, prefixBytes+size
 	if rec <= room {
 		return float64(room / rec)
 	}
