@@ -311,6 +311,9 @@ var bufferedSizes = []int{8, 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20}
 func BenchmarkBuffered(b *testing.B) {
 	for _, size := range bufferedSizes {
 		b.Run(sizeName(size)+"/netio-ht", func(b *testing.B) { streamBuffered(b, size) })
+		if size <= 1<<10 {
+			b.Run(sizeName(size)+"/netio-ht-release", func(b *testing.B) { streamBufferedRelease(b, size) })
+		}
 		if size == 64 {
 			// The idle flush must cost nothing while the writer writes.
 			b.Run(sizeName(size)+"/netio-ht-no-idle-flush", func(b *testing.B) { streamBuffered(b, size, netio.WithNoIdleFlush()) })
@@ -396,6 +399,35 @@ func streamBuffered(b *testing.B, size int, opts ...netio.Option) {
 			}
 			if len(m) != size {
 				return fmt.Errorf("message %d: %d bytes, want %d", i, len(m), size)
+			}
+		}
+		return nil
+	})
+}
+
+// streamBufferedRelease is streamBuffered's writer with a reader that
+// takes each message with NextMessage and releases it: the compare tool's
+// netio-ht row.
+func streamBufferedRelease(b *testing.B, size int) {
+	c, s := pair(b, netio.WithMode(netio.HighThroughput))
+	msg := make([]byte, size)
+	streamRun(b, size, func(n int) error {
+		for i := 0; i < n; i++ {
+			if _, err := c.Write(msg); err != nil {
+				return err
+			}
+		}
+		return c.Flush()
+	}, func(n int) error {
+		for i := 0; i < n; i++ {
+			m, err := s.NextMessage()
+			if err != nil {
+				return err
+			}
+			k := m.Len()
+			m.Release()
+			if k != size {
+				return fmt.Errorf("message %d: %d bytes, want %d", i, k, size)
 			}
 		}
 		return nil

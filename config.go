@@ -15,9 +15,14 @@ type Config struct {
 	// Mode is LowLatency (the zero value) or HighThroughput.
 	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
-	// posts (header included); the peer fragments its messages, or sizes
-	// its pages, to fit. At least 4 KiB, at most MaxBufferSize. Zero
-	// means the default of the Mode:
+	// posts; the peer fragments its messages, or sizes its pages, to fit.
+	// A LowLatency buffer includes its 16-byte header. A page (in
+	// HighThroughput mode, and on publish/subscribe links) carries
+	// BufferSize bytes of messages: its buffer adds the page's header and
+	// one message's length prefix (24 bytes; 40 with pub/sub's tag and
+	// sequence number), up to MaxBufferSize, so that a message of
+	// BufferSize bytes travels whole in one page. At least 4 KiB, at most
+	// MaxBufferSize. Zero means the default of the Mode:
 	//
 	//	LowLatency      DefaultBufferSize  256 KiB  (a fragment)
 	//	HighThroughput  DefaultPageSize      1 MiB  (a page)
@@ -30,7 +35,8 @@ type Config struct {
 	//	HighThroughput  DefaultPages    8 pages
 	//
 	// A connection's registered memory is bounded by BufferSize × Window
-	// for receiving plus as much for sending: 2 × 8 × 1 MiB = 16 MiB with
+	// (pages: plus their 24 or 40 bytes each) for receiving plus as much
+	// for sending: 2 × 8 × 1 MiB = 16 MiB with
 	// the HighThroughput defaults, 2 × 16 × 256 KiB = 8 MiB with the
 	// LowLatency ones. That bound may not pass MaxConnMemory, and every
 	// connection's buffers count against the process's
@@ -228,8 +234,9 @@ const (
 	MaxWindow = 4096
 	// MaxConnMemory bounds the memory one connection registers, both
 	// directions together: 2 × Config.BufferSize × Config.Window may not
-	// exceed it. Without it, WithBufferSize(1 GiB) made one connection
-	// map 67 GB of address space.
+	// exceed it (pages add their 24 or 40 bytes each: see BufferSize).
+	// Without it, WithBufferSize(1 GiB) made one connection map 67 GB of
+	// address space.
 	MaxConnMemory = 1 << 30
 	// MaxMaxMessageSize is the largest Config.MaxMessageSize: a message
 	// received in several buffers is joined in memory of its size, so

@@ -121,8 +121,9 @@ func (c *Conn) setupFailed(l *link) {
 	}
 }
 
-// ended: the user finds out through reads and writes, and closes.
-func (c *Conn) ended(*link) {}
+// ended: the user finds out through reads and writes, and closes; writers
+// look from now on.
+func (c *Conn) ended(*link) { c.send.gate.stop() }
 
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
@@ -393,6 +394,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
+		c.send.gate.stop()
 	})
 	if !first {
 		return nil, c.opError("close", net.ErrClosed)
@@ -485,7 +487,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 
 // SetWriteDeadline sets the deadline for Write.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.send.deadline.Store(unixNano(t))
+	c.send.gate.setDeadline(&c.send.deadline, unixNano(t))
 	c.link.tx.wake.setDeadline(t)
 	return nil
 }

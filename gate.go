@@ -13,58 +13,115 @@ import (
 // attempt is one CAS that never waits, and the states are written down
 // here instead of being implied by who holds a user's lock.
 //
+// The word also holds the reasons a writer has to look before it writes:
+// a write deadline is set, or the connection is closed, ended, shut for
+// writing or broken. The uncontended lock is one CAS from gateFree, which
+// fails on any of them: a writer that gets in that way knows, without
+// loading the deadline, the closed flag and the link's end (three cache
+// lines, one of them written by the reactor), that nothing stands in its
+// way (HT 64 B in one process, perf, 6 runs alternated on a loaded
+// machine: the writer's CPU per message, median, 31.3 -> 28.7 ns).
+//
 // A writer that finds the gate taken lines up on queue and parks until the
 // holder lets go. The holder may keep it across a wait for credit (a
 // message that spans buffers must not interleave with another), so waiting
 // writers park rather than spin.
 //
-// Uncontended, a writer pays one CAS and one store per call, as for a
+// Uncontended, a writer pays one CAS and one atomic AND per call, as for a
 // sync.Mutex; the reactor's failed CAS costs the writer nothing.
 type sendGate struct {
 	state   atomic.Int32
 	waiters atomic.Int32  // writers parked on free
 	queue   sync.Mutex    // writers that found the gate taken, one waits at a time
 	free    chan struct{} // capacity 1: rung when the gate opens and someone waits
+	dlMu    sync.Mutex    // orders setDeadline's store and flag
 }
 
 const (
 	gateFree    = 0
 	gateWriter  = 1 // a writing goroutine is inside
 	gateReactor = 2 // the reactor is sealing a page
+	gateInside  = gateWriter | gateReactor
+
+	// Flags: a writer must look before it writes.
+	gateDeadline = 4 // a write deadline is set
+	gateStopped  = 8 // closed, ended, shut or broken: for good
 )
 
 func newSendGate() sendGate { return sendGate{free: make(chan struct{}, 1)} }
 
-// lock is a writer entering; it waits while anyone is inside.
-func (g *sendGate) lock() {
+// lock is a writer entering; it waits while anyone is inside. It reports
+// whether no flag was set: then nothing but a message's size can stop the
+// write (unhindered need not be asked).
+func (g *sendGate) lock() bool {
 	if g.state.CompareAndSwap(gateFree, gateWriter) {
+		return true
+	}
+	g.lockSlow()
+	return false
+}
+
+// lockSlow is lock when the gate is taken or flagged.
+func (g *sendGate) lockSlow() {
+	if g.enter(gateWriter) {
 		return
 	}
 	g.queue.Lock()
 	g.waiters.Add(1)
-	for !g.state.CompareAndSwap(gateFree, gateWriter) {
+	for !g.enter(gateWriter) {
 		<-g.free
 	}
 	g.waiters.Add(-1)
 	g.queue.Unlock()
 }
 
+// enter is who (gateWriter or gateReactor) entering if nobody is inside,
+// whatever the flags. A waiter counts itself before it looks, so no
+// wake-up is lost: either it sees the gate open, or the unlock that opens
+// it comes after its look and sees it waiting.
+func (g *sendGate) enter(who int32) bool {
+	for {
+		s := g.state.Load()
+		if s&gateInside != 0 {
+			return false
+		}
+		if g.state.CompareAndSwap(s, s|who) {
+			return true
+		}
+	}
+}
+
 // tryLock is a writer entering only if nobody is inside.
-func (g *sendGate) tryLock() bool { return g.state.CompareAndSwap(gateFree, gateWriter) }
+func (g *sendGate) tryLock() bool { return g.enter(gateWriter) }
 
 // tryReactor is the reactor entering only if nobody is inside.
-func (g *sendGate) tryReactor() bool { return g.state.CompareAndSwap(gateFree, gateReactor) }
+func (g *sendGate) tryReactor() bool { return g.enter(gateReactor) }
 
-// unlock lets the next one in. The store comes before the look at waiters,
-// and a waiter counts itself before it tries the CAS, so no wake-up is
-// lost: either the waiter's CAS sees the gate free, or unlock sees the
-// waiter and rings.
+// unlock lets the next one in. The atomic AND comes before the look at
+// waiters (see enter).
 func (g *sendGate) unlock() {
-	g.state.Store(gateFree)
+	g.state.And(^int32(gateInside))
 	if g.waiters.Load() > 0 {
 		select {
 		case g.free <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// stop flags the gate for good: the connection is closed, ended, shut for
+// writing or broken, and every later writer looks. Any goroutine.
+func (g *sendGate) stop() { g.state.Or(gateStopped) }
+
+// setDeadline stores the write deadline t (Unix ns, 0 for none) in d and
+// flags the gate while one is set. Any goroutine.
+func (g *sendGate) setDeadline(d *atomic.Int64, t int64) {
+	g.dlMu.Lock()
+	d.Store(t)
+	if t != 0 {
+		g.state.Or(gateDeadline)
+	} else {
+		g.state.And(^int32(gateDeadline))
+	}
+	g.dlMu.Unlock()
 }

@@ -75,7 +75,9 @@ type linkConfig struct {
 }
 
 func linkConfigOf(c *Config) linkConfig {
-	return linkConfig{mode: c.Mode, role: roleConn, framing: framingFor(c.Mode), rxWindow: c.Window, rxBufSize: c.BufferSize, txWindow: c.Window, txBufSize: c.BufferSize, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
+	f := framingFor(c.Mode)
+	size := bufferFor(f, c.BufferSize)
+	return linkConfig{mode: c.Mode, role: roleConn, framing: f, rxWindow: c.Window, rxBufSize: size, txWindow: c.Window, txBufSize: size, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
 }
 
 // linkSizes are fixed once the link is connected.

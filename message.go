@@ -59,8 +59,7 @@ func (m Message) Release() {
 	case m.r == nil:
 	case m.slot >= 0:
 		q := m.r.q
-		q.lending.release(m.slot, m.gen, m.idx)
-		if q.refs[m.slot].Add(-1) == 0 {
+		if q.lending.release(m.slot, m.gen, m.idx) && q.refs[m.slot].Add(-1) == 0 {
 			m.r.giveBack(uint32(m.slot))
 		}
 	default:

@@ -90,10 +90,12 @@ const (
 	// sleeps (yielding the CPU on every round); $NETIO_SPIN overrides it
 	// (a Go duration; 0 never polls). It is the reactor package's default.
 	DefaultSpin = reactor.DefaultSpin
-	// DefaultPageSize is Config.BufferSize in HighThroughput mode: the
-	// size of a page, as in NetIO. It is not another name for
-	// DefaultBufferSize, which is the LowLatency default of the same
-	// field: the zero BufferSize means one or the other by Config.Mode.
+	// DefaultPageSize is Config.BufferSize in HighThroughput mode: what a
+	// page carries, as in NetIO (a message of this size travels whole in
+	// one page; the page adds its header and the message's length). It
+	// is not another name for DefaultBufferSize, which is the LowLatency
+	// default of the same field: the zero BufferSize means one or the
+	// other by Config.Mode.
 	DefaultPageSize = 1 << 20
 	// DefaultPages is Config.Window in HighThroughput mode: the number of
 	// receive pages each side posts. DefaultWindow is the LowLatency

@@ -144,8 +144,9 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c := p.raw
 	c.Mode = m
 	c.setDefaults()
-	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: publishing{taggedPages(m == LowLatency)},
-		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: c.BufferSize,
+	f := publishing{taggedPages(m == LowLatency)}
+	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: f,
+		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: bufferFor(f, c.BufferSize),
 		maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(&c)}
 }
 

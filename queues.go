@@ -46,7 +46,7 @@ type recvQueue struct {
 	ready   *spscRing // reactor to reader
 	free    *spscRing // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
-	refs    []atomic.Int32 // per buffer: Messages handed out minus those released
+	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (lending.go)
 	lending lending        // which Messages are out, to catch a second Release
 	kickAt  int            // free buffers that make it worth waking the reactor
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once

@@ -25,7 +25,8 @@ type receiver struct {
 	mu     sync.Mutex
 	slot   int    // receive buffer being read; -1 if none
 	pos    cursor // position in the messages of slot
-	lent   int32  // Messages handed out from slot and not yet counted in its refs
+	lent   int32  // Messages handed out from slot on this visit
+	gen    uint32 // slot's generation, once Messages are lent (lending.go)
 	msgs   uint64 // messages read
 	bytes  uint64 // their bytes
 	failed error  // what the peer sent did not decode
@@ -118,20 +119,45 @@ func (r *receiver) messageLen() (int, error) {
 }
 
 // nextMessage is NextMessage, bounded by ctx unless it is nil.
+//
+// Its common case, the next message lying whole in the buffer the reader
+// holds with no deadline or Close to look at, is written out here, the
+// Message built in place and the lock let go without a defer: through a
+// helper returning (Message, bool) the 80-byte Message was copied twice
+// more, and the copies, stored field by field and loaded 16 bytes at a
+// time, stalled on store forwarding (perf annotate: half of the helper's
+// 19 ns per message).
 func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m, ok := r.nextInBuffer(); ok {
-		return m, nil
+	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() && r.q.lending.started() {
+		if b, ok := r.frames.record(&r.pos); ok {
+			r.bytes += uint64(len(b))
+			r.msgs++
+			m := Message{r: r, b: b, slot: int32(r.slot), gen: r.gen, idx: uint32(r.lent)}
+			r.lent++
+			if r.pos.off == len(r.pos.buf) {
+				r.leaveBuffer()
+			}
+			r.mu.Unlock()
+			return m, nil
+		}
 	}
+	m, err := r.nextMessageSlow(ctx)
+	r.mu.Unlock()
+	return m, err
+}
+
+// nextMessageSlow is nextMessage after its common case, under mu.
+func (r *receiver) nextMessageSlow(ctx context.Context) (Message, error) {
 	if err := r.readable(); err != nil {
 		return Message{}, err
 	}
 	if err := r.waitMessage(ctx); err != nil {
 		return Message{}, err
 	}
-	if !r.q.held.Load() {
+	if !r.q.lending.started() {
 		r.q.lending.start(len(r.q.refs), messagesPerBuffer(r.frames, r.q.bufSize))
+		r.gen = r.q.lending.gen(r.slot) // waitMessage left the reader in a buffer
 		r.q.held.Store(true)
 	}
 	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
@@ -155,13 +181,23 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 func (r *receiver) lend(b []byte) Message {
 	n := r.lent
 	r.lent++
-	return Message{r: r, b: b, slot: int32(r.slot), gen: r.q.lending.gen(r.slot), idx: uint32(n)}
+	return Message{r: r, b: b, slot: int32(r.slot), gen: r.gen, idx: uint32(n)}
 }
 
+// next is Next. Its common case, as nextMessage's, is written out here.
 func (r *receiver) next() ([]byte, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.nextLocked()
+	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
+		if b, ok := r.frames.record(&r.pos); ok {
+			r.bytes += uint64(len(b))
+			r.msgs++
+			r.mu.Unlock()
+			return b, nil
+		}
+	}
+	b, err := r.nextLocked()
+	r.mu.Unlock()
+	return b, err
 }
 
 func (r *receiver) nextBatch(dst [][]byte) (int, error) {
@@ -260,26 +296,6 @@ func (r *receiver) nextLocked() ([]byte, error) {
 		r.joined = buf // kept for the next one; larger ones are not
 	}
 	return buf[:len(buf):len(buf)], nil
-}
-
-// nextInBuffer is NextMessage's common case: the next message lies whole
-// in the buffer the reader holds, and no deadline or Close needs looking
-// at.
-func (r *receiver) nextInBuffer() (Message, bool) {
-	if r.slot < 0 || r.deadline.Load() != 0 || r.closed.Load() || !r.q.held.Load() {
-		return Message{}, false
-	}
-	b, ok := r.frames.record(&r.pos)
-	if !ok {
-		return Message{}, false
-	}
-	r.bytes += uint64(len(b))
-	r.msgs++
-	m := r.lend(b)
-	if r.pos.off == len(r.pos.buf) {
-		r.leaveBuffer()
-	}
-	return m, true
 }
 
 // waitMessage waits until the first bytes of a message (or the rest of a
@@ -393,6 +409,9 @@ func (r *receiver) position() (bool, error) {
 		}
 		payload, h := r.q.payload(slot)
 		r.slot = int(slot)
+		if r.q.lending.started() {
+			r.gen = r.q.lending.gen(r.slot)
+		}
 		if err := r.frames.enter(&r.pos, payload, h); err != nil {
 			return false, r.readFailed(err)
 		}
@@ -417,12 +436,10 @@ func (r *receiver) leaveBuffer() {
 	r.pos.leave()
 	r.stats.messagesReceived.Store(r.msgs)
 	r.stats.bytesReceived.Store(r.bytes)
-	r.q.lending.left(slot, r.lent)
-	if h := r.lent; h != 0 {
-		r.lent = 0
-		if r.q.refs[slot].Add(h) != 0 {
-			return // the last Release frees it
-		}
+	h := r.q.lending.left(slot, r.lent)
+	r.lent = 0
+	if h != 0 && r.q.refs[slot].Add(h) != 0 {
+		return // the last Release frees it
 	}
 	r.giveBack(slot)
 }

@@ -51,8 +51,7 @@ const (
 // write is Write: a message that fits the open buffer is appended without
 // looking at anything else.
 func (s *sender) write(p []byte) (int, error) {
-	s.gate.lock()
-	if s.open && s.unhindered(len(p)) && s.frames.appendWhole(p) {
+	if s.gate.lock() && s.open && len(p) <= s.maxSend && s.frames.appendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
 		s.gate.unlock()
@@ -65,15 +64,16 @@ func (s *sender) write(p []byte) (int, error) {
 
 // unhindered reports whether nothing stands in a write's way: no deadline
 // to look at, no Close, no end, no earlier failure, no size limit hit.
+// The publisher asks it; a Conn's writers know it from the gate's flags.
 func (s *sender) unhindered(n int) bool {
 	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
 }
 
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
-	s.gate.lock()
+	clear := s.gate.lock()
 	defer s.gate.unlock()
 	for i, p := range msgs {
-		if s.open && s.unhindered(len(p)) && s.frames.appendWhole(p) {
+		if clear && s.open && len(p) <= s.maxSend && s.frames.appendWhole(p) {
 			s.msgs++
 			s.bytes += uint64(len(p))
 			continue
@@ -126,6 +126,7 @@ func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-headerSize))); err != nil {
 			// Part of the message is on its way: the stream cannot go on.
 			s.failed = err
+			s.gate.stop()
 			return off, err
 		}
 		off += fw.put(p[off:])
@@ -215,6 +216,7 @@ func (s *sender) shutWrite() bool {
 		s.seal(flushExplicit)
 	}
 	s.shut = true
+	s.gate.stop()
 	return true
 }
 

@@ -356,8 +356,9 @@ func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
 // dial makes a new link to the publisher.
 func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
-	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: taggedPages(cfg.Mode == LowLatency),
-		rxWindow: cfg.Window, rxBufSize: cfg.BufferSize, txWindow: minWindow, txBufSize: minBufferSize,
+	f := taggedPages(cfg.Mode == LowLatency)
+	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: f,
+		rxWindow: cfg.Window, rxBufSize: bufferFor(f, cfg.BufferSize), txWindow: minWindow, txBufSize: minBufferSize,
 		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key, beat: beatConfigOf(cfg)}
 	sl := &subLink{sc: sc}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {

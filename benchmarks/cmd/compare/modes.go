@@ -38,7 +38,7 @@ type mode struct {
 var streamModes = []*mode{
 	{name: "netio", label: "netio LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver, client: netioSender},
 	{name: "netio-ht", label: "netio HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver, client: netioHTSender},
-	{name: "netio-ht-batch", label: "netio HT (Write / NextBatch)", timedBy: "server", server: netioHTBatchReceiver, client: netioHTSender},
+	{name: "netio-ht-batch", label: "netio HT (WriteBatch / NextBatch)", timedBy: "server", server: netioHTBatchReceiver, client: netioHTBatchSender},
 	{name: "zmq-push", label: "ZeroMQ PUSH/PULL (Go)", timedBy: "server", server: zmqPullReceiver, client: zmqPushSender},
 	{name: "zmq-c", label: "ZeroMQ PUSH/PULL (C)", timedBy: "server", cArgs: zmqCArgs},
 	{name: "zmq-xpub", label: "ZeroMQ XPUB/SUB, XPUB_NODROP (Go)", timedBy: "client", server: zmqXpubSender, client: zmqSubReceiver},
@@ -148,7 +148,7 @@ const htBatch = 256
 
 // netioHTBatchReceiver reads with NextBatch: the messages already at hand
 // (up to htBatch) under one lock, valid until the next read, nothing to
-// release. The same sender as the NextMessage row.
+// release. Its sender writes htBatch messages per WriteBatch.
 func netioHTBatchReceiver(a *childArgs, announce func(string)) (*Result, error) {
 	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(netio.HighThroughput))
 	if err != nil {
@@ -188,6 +188,28 @@ func netioHTSender(a *childArgs) (*Result, error) {
 	for seq := uint64(0); ; seq++ {
 		binary.LittleEndian.PutUint64(msg, seq)
 		if _, err := c.Write(msg); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// netioHTBatchSender writes htBatch messages per WriteBatch call, each
+// with its own sequence number.
+func netioHTBatchSender(a *childArgs) (*Result, error) {
+	c, err := netio.Dial("tcp", a.Addr, netio.WithMode(netio.HighThroughput))
+	if err != nil {
+		return nil, err
+	}
+	batch := make([][]byte, htBatch)
+	for i := range batch {
+		batch[i] = payload(a.Size)
+	}
+	for seq := uint64(0); ; {
+		for _, msg := range batch {
+			binary.LittleEndian.PutUint64(msg, seq)
+			seq++
+		}
+		if _, err := c.WriteBatch(batch); err != nil {
 			return nil, err
 		}
 	}

@@ -350,18 +350,16 @@ func (r *report) pageFill(w func(string, ...any)) {
 	w("\n%s\n| a full page holds | %s |\n", strings.Join(rows, "\n"), strings.Join(full, " | "))
 }
 
-// htPageHeader and prefixBytes are netio's page header and per-message
-// length prefix (HighThroughput mode).
-const (
-	htPageHeader = 16
-	prefixBytes  = 8
-)
+// prefixBytes is netio's per-message length prefix (HighThroughput mode).
+const prefixBytes = 8
 
 // fullPage is how many messages of size bytes a full page carries: whole
 // records only, as a message that fits in a page never starts in the
-// last one's leftover room; larger ones span pages.
+// last one's leftover room; larger ones span pages. A page carries
+// DefaultPageSize bytes of messages and one length prefix (its buffer adds
+// the header), so that a message of DefaultPageSize bytes fills one page.
 func fullPage(size int) float64 {
-	room, rec := netio.DefaultPageSize-htPageHeader, prefixBytes+size
+	room, rec := netio.DefaultPageSize+prefixBytes, prefixBytes+size
 	if rec <= room {
 		return float64(room / rec)
 	}
@@ -492,7 +490,7 @@ func oneLine(s string) string {
 var methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default options (` + sizeLabel(netio.DefaultBufferSize) + ` buffers, window ` + strconv.Itoa(netio.DefaultWindow) + `: larger messages travel in fragments of one buffer); one ` + "`Write`" + ` per message, one ` + "`ReadMessage`" + ` per message into a reused buffer.
 - **netio HT**: ` + "`netio.WithMode(netio.HighThroughput)`" + ` on both sides, otherwise default options (pages of ` + sizeLabel(netio.DefaultPageSize) + `, ` + strconv.Itoa(netio.DefaultPages) + ` of them, flush when full, on a pause of the writer or after ` + netio.DefaultFlushInterval.String() + `); one ` + "`Write`" + ` per message, which copies it behind an 8-byte length into the open page; the receiver takes each message with ` + "`NextMessage`" + ` (no copy out of the page), checks it and calls ` + "`Release`" + `. Like the bufio sender, the sender is killed at the end, so no final flush or ` + "`Close`" + ` is counted.
 - **ZeroMQ PUSH/PULL**: ` + "`SendBytes`/`RecvBytes`" + ` (pebbe/zmq4 copies each received message into a new Go slice: that is its API), one I/O thread. SNDHWM = RCVHWM = 1000 messages (ZeroMQ's default) but at most 32 MiB of messages per socket (512 at 64 KiB, 32 at 1 MiB); PUSH blocks at the mark.
-- **netio HT (NextBatch)**: the same sender; the receiver takes up to ` + strconv.Itoa(htBatch) + ` messages at a time with ` + "`NextBatch`" + ` (those already at hand, under one lock; valid until the next read, nothing to release).
+- **netio HT (WriteBatch / NextBatch)**: the batch calls on both sides: the sender writes ` + strconv.Itoa(htBatch) + ` messages per ` + "`WriteBatch`" + ` (one pass through the send gate for all of them), the receiver takes up to ` + strconv.Itoa(htBatch) + ` messages at a time with ` + "`NextBatch`" + ` (those already at hand, under one lock; valid until the next read, nothing to release).
 - **ZeroMQ PUSH/PULL (C)**: ` + "`csrc/zmq_thr.c`" + `, built by the run with gcc and ` + "`-lzmq`" + `, written as libzmq's own ` + "`local_thr`/`remote_thr`" + ` are: the sender ` + "`zmq_send`" + `s from one buffer (libzmq copies it into a message), the receiver reuses one ` + "`zmq_msg_t`" + ` with ` + "`zmq_msg_recv`" + ` (no copy out) and checks the sequence number; same HWMs and timing as the Go rows (a timer thread flips the phase, the loop reads it after every message). This is the "ZeroMQ from C" bar without cgo and pebbe/zmq4's copies.
 - **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
 - **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.

@@ -1,0 +1,40 @@
+package netio
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A page's buffer holds Config.BufferSize bytes of messages besides its
+// header and one record's prefix, up to the largest buffer; a fragment's
+// buffer is BufferSize, header included. What a link posts and announces
+// is that size.
+func TestBufferFor(t *testing.T) {
+	type sizes struct{ Plain, Tagged, Publishing, Fragments int }
+	of := func(n int) sizes {
+		return sizes{bufferFor(plainPages, n), bufferFor(taggedPages(false), n), bufferFor(publishing{taggedPages(true)}, n), bufferFor(fragments{}, n)}
+	}
+	for n, want := range map[int]sizes{
+		minBufferSize:      {minBufferSize + 24, minBufferSize + 40, minBufferSize + 40, minBufferSize},
+		DefaultPageSize:    {DefaultPageSize + 24, DefaultPageSize + 40, DefaultPageSize + 40, DefaultPageSize},
+		maxBufferSize - 30: {maxBufferSize - 6, maxBufferSize, maxBufferSize, maxBufferSize - 30},
+		maxBufferSize:      {maxBufferSize, maxBufferSize, maxBufferSize, maxBufferSize},
+	} {
+		if diff := cmp.Diff(want, of(n)); diff != "" {
+			t.Errorf("buffers for %d bytes (-want +got):\n%s", n, diff)
+		}
+	}
+	for _, m := range []Mode{LowLatency, HighThroughput} {
+		c := Config{Mode: m}
+		c.setDefaults()
+		lc := linkConfigOf(&c)
+		want := c.BufferSize
+		if m == HighThroughput {
+			want += headerSize + prefixSize
+		}
+		if lc.rxBufSize != want || lc.txBufSize != want {
+			t.Errorf("%v: link posts %d-byte buffers and sends %d, want %d", m, lc.rxBufSize, lc.txBufSize, want)
+		}
+	}
+}
