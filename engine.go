@@ -64,6 +64,9 @@ type engine struct {
 type driven interface {
 	// pollCQ reads the completion queue; it reports whether it did work.
 	pollCQ() bool
+	// urgent reports whether the link's traffic is latency-sensitive
+	// (LowLatency), to be polled before bulk links and between them.
+	urgent() bool
 	// queue is the completion queue to fi_trywait on (nil: none) and its fabric.
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
@@ -364,8 +367,24 @@ func (e *engine) Poll() bool {
 			busy = e.checkIdle()
 		}
 	}
+	// Latency-sensitive links first, and again after every bulk link
+	// that moved data: a bulk link's turn is a slice of bounded size
+	// (slice.go), so a small message waits for at most one.
+	busy = e.pollUrgent() || busy
 	for i := 0; i < len(e.dirty); i++ {
-		if e.dirty[i].pollCQ() {
+		if d := e.dirty[i]; !d.urgent() && d.pollCQ() {
+			busy = true
+			e.pollUrgent()
+		}
+	}
+	return busy
+}
+
+// pollUrgent polls the busy links whose traffic is latency-sensitive.
+func (e *engine) pollUrgent() bool {
+	busy := false
+	for i := 0; i < len(e.dirty); i++ {
+		if d := e.dirty[i]; d.urgent() && d.pollCQ() {
 			busy = true
 		}
 	}

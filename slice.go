@@ -1,0 +1,42 @@
+package netio
+
+import "strings"
+
+// On providers that copy data in software (libfabric's tcp and sockets),
+// the reactor thread itself moves every byte: a send is written to the
+// socket inside fi_send and inside the fi_cq_read calls that progress it,
+// and the tcp provider goes on writing queued sends until the socket is
+// full. A link that posts its whole window of 1 MiB pages at once therefore
+// makes one progress call move several MiB, during which no other link of
+// the process is served. The reactor keeps such calls short by keeping
+// at most sliceBytes of a link's data sends in the provider (at least one
+// send), and polls latency-sensitive links between bulk links' turns.
+//
+// On hardware providers (verbs) the NIC moves the data and a post costs the
+// same whatever its size: nothing is held back there.
+
+// sliceBytes is how many bytes of data sends a link keeps posted at most on
+// a provider that copies in software, unless a single send is larger.
+const sliceBytes = 256 << 10
+
+// copiesInSoftware reports whether provider moves data on the calling
+// thread: a socket provider, possibly under a utility layer ("tcp;ofi_rxm").
+func copiesInSoftware(provider string) bool {
+	for _, p := range strings.Split(provider, ";") {
+		switch p {
+		case "tcp", "sockets", "net", "udp":
+			return true
+		}
+	}
+	return false
+}
+
+// mayPost reports whether a data send of n bytes may be posted now: on a
+// software-copy provider, when nothing is in flight or it fits in the
+// slice with what is.
+func (l *link) mayPost(n int) bool {
+	return !l.sizes.softCopy || l.urgent() || l.txInFlight == 0 || l.txInFlight+n <= sliceBytes
+}
+
+// urgent is the link as the engine schedules it: LowLatency links first.
+func (l *link) urgent() bool { return l.cfg.mode == LowLatency }
