@@ -67,6 +67,9 @@ type driven interface {
 	// urgent reports whether the link's traffic is latency-sensitive
 	// (LowLatency), to be polled before bulk links and between them.
 	urgent() bool
+	// postDeferred posts what pollCQ left for after the urgent links'
+	// turn, and reports whether there was any.
+	postDeferred() bool
 	// queue is the completion queue to fi_trywait on (nil: none) and its fabric.
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
@@ -372,8 +375,15 @@ func (e *engine) Poll() bool {
 	// (slice.go), so a small message waits for at most one.
 	busy = e.pollUrgent() || busy
 	for i := 0; i < len(e.dirty); i++ {
-		if d := e.dirty[i]; !d.urgent() && d.pollCQ() {
+		d := e.dirty[i]
+		if d.urgent() {
+			continue
+		}
+		if d.pollCQ() {
 			busy = true
+			e.pollUrgent()
+		}
+		if d.postDeferred() {
 			e.pollUrgent()
 		}
 	}

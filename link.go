@@ -48,6 +48,7 @@ type link struct {
 	rxReclaim   []uint32 // receive buffers to post again without a reader
 	gives       []uint16 // credits carried by each send of the batch being posted
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
+	postLater   bool     // a poll left service to the engine (slice.go)
 	finSent     bool
 	finRecv     bool
 	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
@@ -575,7 +576,11 @@ func (l *link) pollCQ() bool {
 			l.rxNotify = false
 			l.notify(&l.rx.waiting, l.rx.wake)
 		}
-		l.service()
+		if l.sliced() {
+			l.postLater = true // after the latency-sensitive links' turn
+		} else {
+			l.service()
+		}
 	}
 	return busy
 }

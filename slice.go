@@ -9,8 +9,11 @@ import "strings"
 // full. A link that posts its whole window of 1 MiB pages at once therefore
 // makes one progress call move several MiB, during which no other link of
 // the process is served. The reactor keeps such calls short by keeping
-// at most sliceBytes of a link's data sends in the provider (at least one
-// send), and polls latency-sensitive links between bulk links' turns.
+// at most sliceBytes of a bulk link's data sends in the provider (at least
+// one send), and polls latency-sensitive links between bulk links' turns,
+// and between a bulk link's progress (its completion queue read) and its
+// next post, which on tcp writes to the socket at once: a small message
+// waits for one of them at most.
 //
 // On hardware providers (verbs) the NIC moves the data and a post costs the
 // same whatever its size: nothing is held back there.
@@ -35,8 +38,23 @@ func copiesInSoftware(provider string) bool {
 // software-copy provider, when nothing is in flight or it fits in the
 // slice with what is.
 func (l *link) mayPost(n int) bool {
-	return !l.sizes.softCopy || l.urgent() || l.txInFlight == 0 || l.txInFlight+n <= sliceBytes
+	return !l.sliced() || l.txInFlight == 0 || l.txInFlight+n <= sliceBytes
 }
 
 // urgent is the link as the engine schedules it: LowLatency links first.
 func (l *link) urgent() bool { return l.cfg.mode == LowLatency }
+
+// sliced reports whether l's work is cut into slices: bulk on a provider
+// that copies in software.
+func (l *link) sliced() bool { return l.sizes.softCopy && !l.urgent() }
+
+// postDeferred posts what a poll of a sliced link left for later, and
+// reports whether there was any.
+func (l *link) postDeferred() bool {
+	if !l.postLater {
+		return false
+	}
+	l.postLater = false
+	l.service()
+	return true
+}
