@@ -649,3 +649,66 @@ func TestLowLatencyUnderBulkInOrder(t *testing.T) {
 	}
 	eventually(t, "the reactor asleep once both stopped", reactorAsleep)
 }
+
+// TestManyShortWaits: round trips with pauses of every length between them
+// (none, shorter than the reactor's spin, longer than it), over a
+// LowLatency connection and, interleaved, single flushed messages over a
+// HighThroughput one, so that readers park and are woken, the reactor
+// sleeps and is rung, and polls find work, in every order. A wake-up lost
+// anywhere shows as a read that never returns (the deadline is the hang
+// guard).
+func TestManyShortWaits(t *testing.T) {
+	llc, lls := pair(t)
+	htc, hts := pair(t, netio.WithMode(netio.HighThroughput))
+	for _, c := range []*netio.Conn{llc, lls, htc, hts} {
+		c.SetDeadline(time.Now().Add(3 * hangTimeout))
+	}
+	go echoMessages(lls)
+	htGot := make(chan uint64, 1)
+	go func() {
+		for {
+			m, err := hts.NextMessage()
+			if err != nil {
+				return
+			}
+			htGot <- binary.LittleEndian.Uint64(m.Bytes())
+			m.Release()
+		}
+	}()
+	pauses := []time.Duration{0, 0, 5 * time.Microsecond, 30 * time.Microsecond, 80 * time.Microsecond, 150 * time.Microsecond, time.Millisecond}
+	msg := make([]byte, 64)
+	buf := make([]byte, 64)
+	for i := 0; i < 1500; i++ {
+		if p := pauses[i%len(pauses)]; p > 0 {
+			time.Sleep(p)
+		}
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if i%5 == 0 {
+			if _, err := htc.Write(msg); err != nil {
+				t.Fatalf("message %d: HT write: %v", i, err)
+			}
+			if err := htc.Flush(); err != nil {
+				t.Fatalf("message %d: HT flush: %v", i, err)
+			}
+			select {
+			case n := <-htGot:
+				if n != uint64(i) {
+					t.Fatalf("HT message %d arrived as %d", i, n)
+				}
+			case <-time.After(hangTimeout):
+				t.Fatalf("HT message %d never arrived", i)
+			}
+			continue
+		}
+		if _, err := llc.Write(msg); err != nil {
+			t.Fatalf("round trip %d: write: %v", i, err)
+		}
+		n, err := llc.ReadMessage(buf)
+		if err != nil {
+			t.Fatalf("round trip %d: read: %v", i, err)
+		}
+		if n != len(msg) || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("round trip %d: got %d bytes numbered %d", i, n, binary.LittleEndian.Uint64(buf))
+		}
+	}
+}
