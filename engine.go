@@ -70,6 +70,9 @@ type driven interface {
 	// postDeferred posts what pollCQ left for after the urgent links'
 	// turn, and reports whether there was any.
 	postDeferred() bool
+	// postWritten posts what the owner wrote and the link has not posted
+	// yet, and reports whether there was any.
+	postWritten() bool
 	// queue is the completion queue to fi_trywait on (nil: none) and its fabric.
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
@@ -394,7 +397,16 @@ func (e *engine) Poll() bool {
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
-		if d := e.dirty[i]; d.urgent() && d.pollCQ() {
+		d := e.dirty[i]
+		if !d.urgent() {
+			continue
+		}
+		if d.pollCQ() {
+			busy = true
+		}
+		// What the owner wrote goes now, not when its kick comes up
+		// in the task ring, behind the bulk links' turns.
+		if d.postWritten() {
 			busy = true
 		}
 	}

@@ -58,3 +58,15 @@ func (l *link) postDeferred() bool {
 	l.service()
 	return true
 }
+
+// postWritten posts the buffers the owner published since the last post,
+// without waiting for the task its kick queued. An atomic load when there
+// are none.
+func (l *link) postWritten() bool {
+	if l.txPosted >= l.tx.head.Load() || len(l.ctlOut) > 0 {
+		return false
+	}
+	posted := l.txPosted
+	l.service()
+	return l.txPosted != posted
+}
