@@ -521,8 +521,7 @@ func BenchmarkMixed(b *testing.B) {
 // rate alone, are logged here and measured by BenchmarkMixed (loaded/idle,
 // HT-Gbit/s, HT-alone-Gbit/s): rates are the machine's business, and a
 // stream slowed by other processes on a shared machine is no fault of
-// netio's. The issue's bound of 2x is not met on the tcp provider (see the
-// README), and this test does not pretend otherwise.
+// netio's. Speed is never asserted (see BenchmarkMixed and the README).
 func TestLowLatencyUnderBulkLoad(t *testing.T) {
 	if role := os.Getenv(mixedRoleEnv); role != "" {
 		mixedChild(role)
@@ -534,11 +533,10 @@ func TestLowLatencyUnderBulkLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(r)
-	// The issue asks for round trips within 2x of idle under the stream;
-	// on the tcp provider with one reactor per process and 2 cores that
-	// is not met (25-100x, see BenchmarkMixed and the README), so the
-	// ratio is reported, not asserted: timing asserts fail on shared
-	// machines, and a known miss asserted would fail every run.
+	// Issue 11 asks for round trips within 5x of idle under the stream,
+	// with the stream at 0.8x its rate alone: reported, not asserted, as
+	// timing asserts fail on shared machines (on 2 cores shared with
+	// other work this moves from 3x to 20x between runs).
 	t.Logf("round trips under the bulk stream: %.2fx idle (median %v against %v idle)", r.ratio(), r.loadedMedian(), r.idleMedian())
 }
 
