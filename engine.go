@@ -64,6 +64,15 @@ type engine struct {
 type driven interface {
 	// pollCQ reads the completion queue; it reports whether it did work.
 	pollCQ() bool
+	// urgent reports whether the link's traffic is latency-sensitive
+	// (LowLatency), to be polled before bulk links and between them.
+	urgent() bool
+	// postDeferred posts what pollCQ left for after the urgent links'
+	// turn, and reports whether there was any.
+	postDeferred() bool
+	// postWritten posts what the owner wrote and the link has not posted
+	// yet, and reports whether there was any.
+	postWritten() bool
 	// queue is the completion queue to fi_trywait on (nil: none) and its fabric.
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
@@ -364,8 +373,40 @@ func (e *engine) Poll() bool {
 			busy = e.checkIdle()
 		}
 	}
+	// Latency-sensitive links first, and again after every bulk link
+	// that moved data: a bulk link's turn is a slice of bounded size
+	// (slice.go), so a small message waits for at most one.
+	busy = e.pollUrgent() || busy
 	for i := 0; i < len(e.dirty); i++ {
-		if e.dirty[i].pollCQ() {
+		d := e.dirty[i]
+		if d.urgent() {
+			continue
+		}
+		if d.pollCQ() {
+			busy = true
+			e.pollUrgent()
+		}
+		if d.postDeferred() {
+			e.pollUrgent()
+		}
+	}
+	return busy
+}
+
+// pollUrgent polls the busy links whose traffic is latency-sensitive.
+func (e *engine) pollUrgent() bool {
+	busy := false
+	for i := 0; i < len(e.dirty); i++ {
+		d := e.dirty[i]
+		if !d.urgent() {
+			continue
+		}
+		if d.pollCQ() {
+			busy = true
+		}
+		// What the owner wrote goes now, not when its kick comes up
+		// in the task ring, behind the bulk links' turns.
+		if d.postWritten() {
 			busy = true
 		}
 	}

@@ -43,10 +43,12 @@ type link struct {
 	res         linkResources
 	dirty       bool
 	txPosted    uint64   // sends posted; txPosted-tx.done are in flight
+	txInFlight  int      // bytes of data sends posted and not completed
 	txCompleted []bool   // per send buffer: completed out of order
 	rxReclaim   []uint32 // receive buffers to post again without a reader
 	gives       []uint16 // credits carried by each send of the batch being posted
 	rxNotify    bool     // data arrived in this poll: wake the reader after it
+	postLater   bool     // a poll left service to the engine (slice.go)
 	finSent     bool
 	finRecv     bool
 	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
@@ -87,6 +89,7 @@ type linkSizes struct {
 	maxSend    int    // largest message we may send
 	maxRecv    uint64 // largest message we accept
 	msgMax     int    // largest fragment or page the provider carries
+	softCopy   bool   // the provider copies data in software (slice.go)
 }
 
 // linkResources are the libfabric objects a link holds.
@@ -169,6 +172,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		l.sizes.txMax = tx
 	}
 	l.sizes.msgMax = maxBufferSize
+	l.sizes.softCopy = copiesInSoftware(info.Provider())
 	if m := info.MaxMsgSize(); m >= minBufferSize && m < maxBufferSize {
 		l.sizes.msgMax = int(m)
 	}
@@ -500,8 +504,15 @@ type cqHandler link
 
 // HandleEvents drains the queue and re-arms its wait fd, which stays
 // readable (and would keep the reactor spinning) until fi_trywait succeeds.
+// A link already in the engine's busy list is read by the engine's poll in
+// its turn (bulk links after latency-sensitive ones, one slice each): here
+// it is only re-armed, if it is quiet.
 func (h *cqHandler) HandleEvents(uint32) {
 	l := (*link)(h)
+	if l.dirty {
+		l.res.fab.fabric.TryWait(&l.res.cqWait)
+		return
+	}
 	for i := 0; i < 8; i++ {
 		l.pollCQ()
 		if l.res.cq == nil || !l.res.cqWatched {
@@ -567,7 +578,11 @@ func (l *link) pollCQ() bool {
 			l.rxNotify = false
 			l.notify(&l.rx.waiting, l.rx.wake)
 		}
-		l.service()
+		if l.sliced() {
+			l.postLater = true // after the latency-sensitive links' turn
+		} else {
+			l.service()
+		}
 	}
 	return busy
 }
@@ -614,6 +629,7 @@ func (l *link) onSent(slot uint32) {
 		return
 	}
 	l.txCompleted[slot] = true
+	l.txInFlight -= int(l.tx.lens[slot])
 	slots := uint64(l.tx.slots)
 	done := l.tx.done.Load()
 	for l.txCompleted[done%slots] && done < l.txPosted {
@@ -762,24 +778,29 @@ func (l *link) service() {
 	head := l.tx.head.Load()
 	slots := uint64(l.tx.slots)
 	for l.txPosted < head && len(l.ctlOut) == 0 {
+		slot := int(l.txPosted % slots)
+		if !l.mayPost(int(l.tx.lens[slot])) {
+			break
+		}
 		give, ok := l.credit.take(dataSend)
 		if !ok {
 			break
 		}
-		slot := int(l.txPosted % slots)
 		putCredits(l.tx.mem[slot*l.tx.bufSize:], give)
 		l.gives = append(l.gives, give)
 		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
 		l.txPosted++
+		l.txInFlight += int(l.tx.lens[slot])
 	}
 	if len(segs) > 0 {
 		n, err := res.ep.PostSend(res.txRegion, segs)
 		l.stats.buffersSent.Add(uint64(n))
 		// What did not go out (a full queue, EAGAIN on verbs) is taken
 		// back, credits and all, and posted after the next completion.
-		for _, g := range l.gives[n:] {
+		for i, g := range l.gives[n:] {
 			l.credit.undo(g)
 			l.txPosted--
+			l.txInFlight -= int(segs[n+i].Len)
 		}
 		l.gives = l.gives[:0]
 		if err != nil && !errors.Is(err, ofi.EAGAIN) {

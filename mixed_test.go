@@ -2,6 +2,7 @@ package netio_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -484,7 +485,7 @@ func (d *mixedDriver) measure(cfg mixedConfig) (*mixedResult, error) {
 // and the stream alone. The metrics are the round trips' medians idle and
 // loaded (µs, medians of the rounds' medians), loaded/idle (the median of
 // the rounds' ratios), and the stream's rate under the round trips and
-// alone:
+// alone, and their ratio (HT/alone):
 //
 //	go test -run '^$' -bench Mixed -benchtime 20x .
 func BenchmarkMixed(b *testing.B) {
@@ -504,6 +505,9 @@ func BenchmarkMixed(b *testing.B) {
 				b.ReportMetric(r.ratio(), "loaded/idle")
 				b.ReportMetric(r.loadedRate(), "HT-Gbit/s")
 				b.ReportMetric(r.aloneRate(), "HT-alone-Gbit/s")
+				if r.aloneRate() > 0 {
+					b.ReportMetric(r.loadedRate()/r.aloneRate(), "HT/alone")
+				}
 			})
 		}
 	}
@@ -517,8 +521,7 @@ func BenchmarkMixed(b *testing.B) {
 // rate alone, are logged here and measured by BenchmarkMixed (loaded/idle,
 // HT-Gbit/s, HT-alone-Gbit/s): rates are the machine's business, and a
 // stream slowed by other processes on a shared machine is no fault of
-// netio's. The issue's bound of 2x is not met on the tcp provider (see the
-// README), and this test does not pretend otherwise.
+// netio's. Speed is never asserted (see BenchmarkMixed and the README).
 func TestLowLatencyUnderBulkLoad(t *testing.T) {
 	if role := os.Getenv(mixedRoleEnv); role != "" {
 		mixedChild(role)
@@ -530,10 +533,180 @@ func TestLowLatencyUnderBulkLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(r)
-	// The issue asks for round trips within 2x of idle under the stream;
-	// on the tcp provider with one reactor per process and 2 cores that
-	// is not met (25-100x, see BenchmarkMixed and the README), so the
-	// ratio is reported, not asserted: timing asserts fail on shared
-	// machines, and a known miss asserted would fail every run.
+	// Issue 11 asks for round trips within 5x of idle under the stream,
+	// with the stream at 0.8x its rate alone: reported, not asserted, as
+	// timing asserts fail on shared machines (on 2 cores shared with
+	// other work this moves from 3x to 20x between runs).
 	t.Logf("round trips under the bulk stream: %.2fx idle (median %v against %v idle)", r.ratio(), r.loadedMedian(), r.idleMedian())
+}
+
+// TestLowLatencyUnderBulkInOrder: in one process, whose one reactor serves
+// both connections, LowLatency messages from 1 byte to several fragments
+// long keep arriving whole and in order, and are echoed back so, while a
+// HighThroughput stream keeps the reactor busy; the stream arrives whole
+// and in order too. Once both stop, the reactor goes back to sleep: the
+// slices it cuts bulk work into (slice.go) leave nothing behind that keeps
+// it awake.
+func TestLowLatencyUnderBulkInOrder(t *testing.T) {
+	llc, lls := pair(t)
+	htc, hts := pair(t, netio.WithMode(netio.HighThroughput))
+	for _, c := range []*netio.Conn{llc, lls, htc, hts} {
+		c.SetDeadline(time.Now().Add(3 * hangTimeout))
+	}
+
+	// The bulk stream: 4 KiB messages numbered in their first 8 bytes.
+	stop := make(chan struct{})
+	var sent atomic.Uint64
+	writeErr := make(chan error, 1)
+	go func() {
+		msg := make([]byte, mixedHTSize)
+		var err error
+		for n := uint64(0); err == nil; n++ {
+			select {
+			case <-stop:
+				err = htc.Flush()
+				writeErr <- err
+				return
+			default:
+			}
+			binary.LittleEndian.PutUint64(msg, n)
+			if _, err = htc.Write(msg); err == nil {
+				sent.Add(1)
+			}
+		}
+		writeErr <- err
+	}()
+	readErr := make(chan error, 1)
+	var got atomic.Uint64
+	go func() {
+		for n := uint64(0); ; n++ {
+			m, err := hts.NextMessage()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			b := m.Bytes()
+			if len(b) != mixedHTSize || binary.LittleEndian.Uint64(b) != n {
+				readErr <- fmt.Errorf("bulk message %d: %d bytes numbered %d", n, len(b), binary.LittleEndian.Uint64(b))
+				m.Release()
+				return
+			}
+			m.Release()
+			got.Add(1)
+		}
+	}()
+	eventually(t, "the bulk stream flowing", func() bool { return got.Load() >= 1000 })
+
+	// Round trips: sizes cycle through one byte, a small message, one
+	// just under a fragment and one of several fragments.
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			n, err := lls.ReadMessage(buf)
+			if err != nil {
+				return
+			}
+			if _, err := lls.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	sizes := []int{1, 64, 250 << 10, 700 << 10}
+	out := make([]byte, 700<<10)
+	in := make([]byte, 700<<10)
+	for i := 0; i < 200; i++ {
+		n := sizes[i%len(sizes)]
+		for j := range out[:n] {
+			out[j] = byte(i + j)
+		}
+		binary.LittleEndian.PutUint32(out, uint32(i))
+		if _, err := llc.Write(out[:n]); err != nil {
+			t.Fatalf("round trip %d: write: %v", i, err)
+		}
+		k, err := llc.ReadMessage(in)
+		if err != nil {
+			t.Fatalf("round trip %d: read: %v", i, err)
+		}
+		if !bytes.Equal(in[:k], out[:n]) {
+			t.Fatalf("round trip %d: sent %d bytes, got back %d bytes that differ", i, n, k)
+		}
+	}
+	if got.Load() == 0 {
+		t.Fatal("the bulk stream stopped")
+	}
+
+	close(stop)
+	if err := <-writeErr; err != nil {
+		t.Fatalf("bulk writer: %v", err)
+	}
+	eventually(t, "every bulk message read", func() bool { return got.Load() == sent.Load() })
+	select {
+	case err := <-readErr:
+		t.Fatalf("bulk reader: %v", err)
+	default:
+	}
+	eventually(t, "the reactor asleep once both stopped", reactorAsleep)
+}
+
+// TestManyShortWaits: round trips with pauses of every length between them
+// (none, shorter than the reactor's spin, longer than it), over a
+// LowLatency connection and, interleaved, single flushed messages over a
+// HighThroughput one, so that readers park and are woken, the reactor
+// sleeps and is rung, and polls find work, in every order. A wake-up lost
+// anywhere shows as a read that never returns (the deadline is the hang
+// guard).
+func TestManyShortWaits(t *testing.T) {
+	llc, lls := pair(t)
+	htc, hts := pair(t, netio.WithMode(netio.HighThroughput))
+	for _, c := range []*netio.Conn{llc, lls, htc, hts} {
+		c.SetDeadline(time.Now().Add(3 * hangTimeout))
+	}
+	go echoMessages(lls)
+	htGot := make(chan uint64, 1)
+	go func() {
+		for {
+			m, err := hts.NextMessage()
+			if err != nil {
+				return
+			}
+			htGot <- binary.LittleEndian.Uint64(m.Bytes())
+			m.Release()
+		}
+	}()
+	pauses := []time.Duration{0, 0, 5 * time.Microsecond, 30 * time.Microsecond, 80 * time.Microsecond, 150 * time.Microsecond, time.Millisecond}
+	msg := make([]byte, 64)
+	buf := make([]byte, 64)
+	for i := 0; i < 1500; i++ {
+		if p := pauses[i%len(pauses)]; p > 0 {
+			time.Sleep(p)
+		}
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if i%5 == 0 {
+			if _, err := htc.Write(msg); err != nil {
+				t.Fatalf("message %d: HT write: %v", i, err)
+			}
+			if err := htc.Flush(); err != nil {
+				t.Fatalf("message %d: HT flush: %v", i, err)
+			}
+			select {
+			case n := <-htGot:
+				if n != uint64(i) {
+					t.Fatalf("HT message %d arrived as %d", i, n)
+				}
+			case <-time.After(hangTimeout):
+				t.Fatalf("HT message %d never arrived", i)
+			}
+			continue
+		}
+		if _, err := llc.Write(msg); err != nil {
+			t.Fatalf("round trip %d: write: %v", i, err)
+		}
+		n, err := llc.ReadMessage(buf)
+		if err != nil {
+			t.Fatalf("round trip %d: read: %v", i, err)
+		}
+		if n != len(msg) || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("round trip %d: got %d bytes numbered %d", i, n, binary.LittleEndian.Uint64(buf))
+		}
+	}
 }
