@@ -90,6 +90,9 @@ func (c *Conn) sized(l *link) error {
 	s := &c.send
 	s.frames = f.writer(l.tx.bufSize - headerSize)
 	s.maxSend = l.sizes.maxSend
+	if s.pack = s.frames.packs(); s.pack {
+		l.packed = s
+	}
 	if s.lazy = s.frames.lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &c.cfg); err != nil {

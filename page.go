@@ -28,10 +28,14 @@ import (
 //
 // A publisher's pages to a LowLatency subscriber are eager: each is sealed
 // after its first message, so every message goes out at once.
+//
+// LowLatency connections send the same pages as HighThroughput ones, but
+// sealed by the packing rule (packing.go) instead of when full or flushed.
 type pages struct {
 	kind   uint8
 	prefix int  // bytes before a record's message
 	eager  bool // seal after every message
+	packed bool // sealed by the packing rule
 }
 
 const (
@@ -41,6 +45,9 @@ const (
 
 // plainPages is the framing of HighThroughput connections.
 var plainPages = pages{kind: kindPage, prefix: prefixSize}
+
+// packedPages is the framing of LowLatency connections.
+var packedPages = pages{kind: kindPage, prefix: prefixSize, packed: true}
 
 // taggedPages is the framing of publish/subscribe links.
 func taggedPages(eager bool) pages {
@@ -135,7 +142,9 @@ func (w *pageWriter) buffers(n int, open bool) int {
 	return (need + w.payloadMax - 1) / w.payloadMax
 }
 
-func (w *pageWriter) lazy() bool { return !w.f.eager }
+func (w *pageWriter) lazy() bool { return !w.f.eager && !w.f.packed }
+
+func (w *pageWriter) packs() bool { return w.f.packed }
 
 // pageCheck vets a page's header on the reactor; its records are checked
 // by the reader, which decodes them.
@@ -144,7 +153,7 @@ type pageCheck struct{ kind uint8 }
 func (p pageCheck) check(h header) error {
 	switch {
 	case h.kind != p.kind && p.kind == kindPage:
-		return fmt.Errorf("%w: low-latency message on a %v connection", ErrProtocol, HighThroughput)
+		return fmt.Errorf("%w: publish/subscribe page on a connection", ErrProtocol)
 	case h.kind != p.kind:
 		return fmt.Errorf("%w: message of kind %d on a publish/subscribe link", ErrProtocol, h.kind)
 	case h.msgLen > uint64(h.fragLen):
