@@ -26,16 +26,13 @@ import (
 //
 //	[continuation bytes][len][tag][seq][msg][len][tag][seq][msg]...
 //
-// A publisher's pages to a LowLatency subscriber are eager: each is sealed
-// after its first message, so every message goes out at once.
-//
-// LowLatency connections send the same pages as HighThroughput ones, but
-// sealed by the packing rule (packing.go) instead of when full or flushed.
+// LowLatency connections send the same pages as HighThroughput ones, and
+// publishers to LowLatency subscribers the same tagged pages, but sealed by
+// the packing rule (packing.go) instead of when full or flushed.
 type pages struct {
 	kind   uint8
 	prefix int  // bytes before a record's message
-	eager  bool // seal after every message
-	packed bool // sealed by the packing rule
+	packed bool // sealed by the packing rule, not left to fill
 }
 
 const (
@@ -49,9 +46,10 @@ var plainPages = pages{kind: kindPage, prefix: prefixSize}
 // packedPages is the framing of LowLatency connections.
 var packedPages = pages{kind: kindPage, prefix: prefixSize, packed: true}
 
-// taggedPages is the framing of publish/subscribe links.
-func taggedPages(eager bool) pages {
-	return pages{kind: kindTagged, prefix: taggedPrefixSize, eager: eager}
+// taggedPages is the framing of publish/subscribe links, packed to a
+// LowLatency subscriber.
+func taggedPages(packed bool) pages {
+	return pages{kind: kindTagged, prefix: taggedPrefixSize, packed: packed}
 }
 
 func (f pages) writer(payloadMax int) frameWriter { return &pageWriter{f: f, payloadMax: payloadMax} }
@@ -119,7 +117,7 @@ func (w *pageWriter) appendWhole(p []byte) bool {
 	return true
 }
 
-func (w *pageWriter) full() bool { return w.f.eager || w.room() < w.f.prefix }
+func (w *pageWriter) full() bool { return w.room() < w.f.prefix }
 
 func (w *pageWriter) seal() int {
 	putHeader(w.page, header{kind: w.f.kind, fragLen: uint32(w.off - headerSize), msgLen: w.cont})
@@ -142,7 +140,7 @@ func (w *pageWriter) buffers(n int, open bool) int {
 	return (need + w.payloadMax - 1) / w.payloadMax
 }
 
-func (w *pageWriter) lazy() bool { return !w.f.eager && !w.f.packed }
+func (w *pageWriter) lazy() bool { return !w.f.packed }
 
 func (w *pageWriter) packs() bool { return w.f.packed }
 
