@@ -15,11 +15,11 @@ type Config struct {
 	// Mode is LowLatency (the zero value) or HighThroughput.
 	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
-	// posts (header included); the peer fragments its messages, or sizes
-	// its pages, to fit. At least 4 KiB, at most MaxBufferSize. Zero
-	// means the default of the Mode:
+	// posts (header included); the peer sizes what it sends to fit, and
+	// a larger message goes on in the next buffers. At least 4 KiB, at
+	// most MaxBufferSize. Zero means the default of the Mode:
 	//
-	//	LowLatency      DefaultBufferSize  256 KiB  (a fragment)
+	//	LowLatency      DefaultBufferSize  256 KiB
 	//	HighThroughput  DefaultPageSize      1 MiB  (a page)
 	BufferSize int
 	// Window is the number of receive buffers (pages) this side posts, so

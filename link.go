@@ -85,7 +85,7 @@ type linkSizes struct {
 	peerWindow int    // receive buffers the peer posts for us
 	maxSend    int    // largest message we may send
 	maxRecv    uint64 // largest message we accept
-	msgMax     int    // largest fragment or page the provider carries
+	msgMax     int    // largest buffer the provider carries
 }
 
 // linkResources are the libfabric objects a link holds.
@@ -297,7 +297,7 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 func (l *link) setPeer(h hello) error {
 	// Use at most what we would keep ourselves: the peer's handshake must
 	// not choose how much memory this side commits. Fewer send buffers and
-	// smaller fragments than the peer offers are always allowed.
+	// smaller buffers than the peer offers are always allowed.
 	s := &l.sizes
 	s.peerWindow = int(h.window)
 	slots := min(int(h.window), l.cfg.txWindow, s.txMax)
