@@ -57,11 +57,19 @@ func (s *sender) sealed() {
 
 // unlock lets the gate go, and seals the open buffer if the reactor asked
 // for it while the writer was inside.
+// Write's fast path spells it out, as a call to unlock does not inline.
 func (s *sender) unlock() {
 	s.gate.unlock()
-	for s.pack && s.want.Load() && s.gate.tryLock() {
-		// A writer or the reactor that took the gate in between sees
-		// want on its own way out, or seals.
+	if s.pack && s.want.Load() {
+		s.sealWanted()
+	}
+}
+
+// sealWanted seals the open buffer for the reactor if it asked, unless
+// someone else took the gate in between: a writer sees want on its own way
+// out, the reactor seals.
+func (s *sender) sealWanted() {
+	for s.want.Load() && s.gate.tryLock() {
 		if s.want.Load() && s.open {
 			s.publish(flushFull)
 		}

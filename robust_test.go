@@ -1173,7 +1173,7 @@ func TestOnMessage(t *testing.T) {
 	}
 	defer ln.Close()
 	c, s := dialAccept(t, ln)
-	big := make([]byte, 20000) // five fragments of a 4 KiB buffer
+	big := make([]byte, 20000) // spans five 4 KiB buffers
 	for i := range big {
 		big[i] = byte(i * 13)
 	}
@@ -1313,7 +1313,7 @@ func TestReadStreamAcrossMessages(t *testing.T) {
 func TestReadMessageShortBuffer(t *testing.T) {
 	c, s := pair(t, netio.WithBufferSize(4096))
 	s.SetReadDeadline(time.Now().Add(hangTimeout))
-	msg := make([]byte, 10000) // three fragments
+	msg := make([]byte, 10000) // spans three buffers
 	for i := range msg {
 		msg[i] = byte(i % 251)
 	}
@@ -1404,7 +1404,7 @@ func rssBytes(t testing.TB) int64 {
 // TestBadPeerHugeWindow: the handshake is valid, but the peer claims a
 // window of 4096 buffers of 64 KiB. A Listener configured for 16 buffers
 // of 256 KiB (4 MiB per direction) should not let one unauthenticated
-// connection request make it allocate 256 MiB: sending smaller fragments
+// connection request make it allocate 256 MiB: sending smaller buffers
 // and using fewer credits than the peer offers is always allowed, so the
 // send side can be bounded by the Listener's own configuration.
 func TestBadPeerHugeWindow(t *testing.T) {

@@ -58,7 +58,10 @@ func (s *sender) write(p []byte) (int, error) {
 	if s.open && s.unhindered(len(p)) && s.frames.appendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
-		s.unlock()
+		s.gate.unlock()
+		if s.pack && s.want.Load() {
+			s.sealWanted()
+		}
 		return len(p), nil
 	}
 	n, err := s.writeLocked(nil, p, false)
