@@ -96,7 +96,7 @@ func TestKeyAdmits(t *testing.T) {
 			defer ln.Close()
 			c, s := dialAccept(t, ln, netio.WithMode(m), netio.WithKey(keyA))
 			echo(t, c, s, []byte("with the key"))
-			echo(t, s, c, bytes.Repeat([]byte("large "), 50<<10)) // several fragments
+			echo(t, s, c, bytes.Repeat([]byte("large "), 50<<10)) // spans several buffers
 		})
 	}
 }

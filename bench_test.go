@@ -192,12 +192,36 @@ func tcpPair(b *testing.B) (client, server net.Conn) {
 }
 
 // BenchmarkStream is one-way streaming; the rate is taken when the
-// receiver has every message.
+// receiver has every message. netio (LowLatency, Write and ReadMessage)
+// runs beside bare libfabric and net.TCPConn with one Write per message
+// (the receiver reads each with io.ReadFull: the sizes are fixed).
 func BenchmarkStream(b *testing.B) {
 	for _, size := range streamSizes {
 		b.Run(sizeName(size)+"/netio", func(b *testing.B) { streamNetio(b, size) })
 		b.Run(sizeName(size)+"/ofi", func(b *testing.B) { streamOFI(b, size) })
+		b.Run(sizeName(size)+"/tcp", func(b *testing.B) { streamTCP(b, size) })
 	}
+}
+
+func streamTCP(b *testing.B, size int) {
+	c, s := tcpPair(b)
+	msg := make([]byte, size)
+	buf := make([]byte, size)
+	streamRun(b, size, func(n int) error {
+		for i := 0; i < n; i++ {
+			if _, err := c.Write(msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(n int) error {
+		for i := 0; i < n; i++ {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func streamNetio(b *testing.B, size int) {

@@ -15,16 +15,15 @@ type Config struct {
 	// Mode is LowLatency (the zero value) or HighThroughput.
 	Mode Mode
 	// BufferSize is the size in bytes of each receive buffer this side
-	// posts; the peer fragments its messages, or sizes its pages, to fit.
-	// A LowLatency buffer includes its 16-byte header. A page (in
-	// HighThroughput mode, and on publish/subscribe links) carries
-	// BufferSize bytes of messages: its buffer adds the page's header and
-	// one message's length prefix (24 bytes; 40 with pub/sub's tag and
-	// sequence number), up to MaxBufferSize, so that a message of
+	// posts; the peer sizes what it sends to fit, and a larger message goes
+	// on in the next buffers. A buffer (a page: LowLatency packs its
+	// messages into pages too) carries BufferSize bytes of messages: it adds the page's
+	// header and one message's length prefix (24 bytes; 40 with pub/sub's
+	// tag and sequence number), up to MaxBufferSize, so that a message of
 	// BufferSize bytes travels whole in one page. At least 4 KiB, at most
 	// MaxBufferSize. Zero means the default of the Mode:
 	//
-	//	LowLatency      DefaultBufferSize  256 KiB  (a fragment)
+	//	LowLatency      DefaultBufferSize  256 KiB
 	//	HighThroughput  DefaultPageSize      1 MiB  (a page)
 	BufferSize int
 	// Window is the number of receive buffers (pages) this side posts, so

@@ -17,8 +17,9 @@ import (
 )
 
 // Conn is a message connection over a libfabric FI_EP_MSG endpoint. In
-// LowLatency mode (the default) Write sends each message at once; in
-// HighThroughput mode messages are batched into pages (see Mode). It
+// LowLatency mode (the default) Write sends each message at once, packing
+// only what queues behind sends in flight; in HighThroughput mode messages
+// are batched into pages (see Mode). It
 // implements net.Conn; Read sees the messages as one byte stream, while
 // ReadMessage, AppendMessage and NextMessage (no copy) keep their
 // boundaries.
@@ -90,6 +91,9 @@ func (c *Conn) sized(l *link) error {
 	s := &c.send
 	s.frames = f.writer(l.tx.bufSize - headerSize)
 	s.maxSend = l.sizes.maxSend
+	if s.pack = s.frames.packs(); s.pack {
+		l.packed = s
+	}
 	if s.lazy = s.frames.lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &c.cfg); err != nil {
@@ -227,7 +231,9 @@ type stringAddr struct{ net, addr string }
 func (a stringAddr) Network() string { return a.net }
 func (a stringAddr) String() string  { return a.addr }
 
-// Write sends p as one message. In LowLatency mode it goes out at once; in
+// Write sends p as one message. In LowLatency mode it goes out at once, or,
+// while earlier sends are still going out, with the messages written after
+// it in the next send; in
 // HighThroughput mode it is copied into the current page, which goes out
 // when full, on Flush, when the writer pauses or after
 // Config.FlushInterval. Write blocks while every send buffer is in flight
@@ -281,7 +287,7 @@ func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(ni
 // even when a message is waiting, which stays for the next read. A ctx
 // that cannot end (context.Background()) costs nothing over ReadMessage.
 // As with a deadline, a message larger than a buffer whose later
-// fragments are still coming is returned in part with the error; the next
+// buffers are still coming is returned in part with the error; the next
 // read returns the rest.
 func (c *Conn) ReadMessageContext(ctx context.Context, p []byte) (int, error) {
 	if err := ctx.Err(); err != nil {
@@ -310,7 +316,7 @@ func (c *Conn) MessageLen() (int, error) { return c.recv.messageLen() }
 
 // NextMessage waits for the next message and returns it without copying
 // it out of the receive buffer. A message that arrived in several buffers
-// (larger than a page, or than the peer's fragments) is joined in a spare
+// (it did not fit what was left of one) is joined in a spare
 // buffer that Release recycles, so the steady state allocates nothing.
 // If Read has consumed part of a message, NextMessage returns the rest.
 func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage(nil) }

@@ -1,10 +1,11 @@
 package netio
 
 // A framing is how messages are laid into the buffers a link sends and
-// receives. LowLatency connections use fragments (fragment.go: one message,
-// or one piece of a larger one, per buffer, sent at once), HighThroughput
-// ones pages (page.go: many length-prefixed records per buffer, sent when
-// full or flushed). A framing has three parts, one per side that runs it:
+// receives. Both modes use pages (page.go: length-prefixed records, a
+// message larger than what is left of a page going on in the next);
+// HighThroughput pages go out when full or flushed, LowLatency ones at once
+// or packed with what queued behind the sends in flight (packing.go). A
+// framing has three parts, one per side that runs it:
 //
 //   - a frameWriter, in the writing goroutine, fills send buffers;
 //   - a frameCheck, on the reactor, vets each received buffer's header
@@ -42,6 +43,9 @@ type frameWriter interface {
 	buffers(n int, open bool) int
 	// lazy reports whether buffers wait to fill (and so need flushing).
 	lazy() bool
+	// packs reports whether the sender's packing rule seals buffers
+	// (packing.go).
+	packs() bool
 }
 
 // frameCheck vets received buffers on the reactor, in arrival order,
@@ -78,5 +82,5 @@ func framingFor(m Mode) framing {
 	if m == HighThroughput {
 		return plainPages
 	}
-	return fragments{}
+	return packedPages
 }

@@ -129,7 +129,8 @@ func helloSeeds() []fuzzSeed {
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), bad, 0},
 		{"version-0", with(ll, func(h *hello) { h.version = 0 }), bad, 0},
 		{"version-1", with(ll, func(h *hello) { h.version = 1 }), bad, 0}, // before heartbeats
-		{"version-3", with(ll, func(h *hello) { h.version = 3 }), bad, 0},
+		{"version-2", with(ll, func(h *hello) { h.version = 2 }), bad, 0}, // before packed LowLatency pages
+		{"version-4", with(ll, func(h *hello) { h.version = 4 }), bad, 0},
 		{"window-below", with(ll, func(h *hello) { h.window = minWindow - 1 }), bad, 0},
 		{"window-above", with(ll, func(h *hello) { h.window = maxWindow + 1 }), bad, 0},
 		{"window-huge", with(ll, func(h *hello) { h.window = 1<<32 - 1 }), bad, 0},

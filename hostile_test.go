@@ -168,16 +168,18 @@ func attacks(g target, rng *rand.Rand) []attack {
 		random = append(random, randBytes(rng, rng.IntN(600)))
 	}
 	random = append(random, frame(wHeader{kind: 9, flags: wFlagLast}, nil))
-	data := func(s string) []byte {
+	// A fragment of protocol level 2's LowLatency framing: no kind of
+	// data any more.
+	fragment := func(s string) []byte {
 		return frame(wHeader{kind: wKindData, flags: wFlagLast, msgLen: uint64(len(s))}, []byte(s))
 	}
 	as := []attack{
 		{"random frames", random},
 		{"truncated header", [][]byte{randBytes(rng, 1+rng.IntN(15))}},
 		{"empty message", [][]byte{{}}},
-		{"fragLen says more", [][]byte{lying(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 100, msgLen: 100}, make([]byte, 10))}},
-		{"fragLen says less", [][]byte{lying(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 5, msgLen: 5}, make([]byte, 50))}},
-		{"fragLen huge", [][]byte{lying(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 1<<32 - 1, msgLen: 10}, make([]byte, 10))}},
+		{"fragLen says more", [][]byte{lying(wHeader{kind: wKindPage, fragLen: 100}, rawRecords("short"))}},
+		{"fragLen says less", [][]byte{lying(wHeader{kind: wKindPage, fragLen: 5}, rawRecords("longer one"))}},
+		{"fragLen huge", [][]byte{lying(wHeader{kind: wKindPage, fragLen: 1<<32 - 1}, rawRecords("x"))}},
 		{"kind zero", [][]byte{frame(wHeader{kind: 0, flags: wFlagLast, msgLen: 3}, []byte("abc"))}},
 		{"unknown kind", [][]byte{frame(wHeader{kind: 9, flags: wFlagLast}, nil)}},
 		{"kind 255", [][]byte{frame(wHeader{kind: 255}, randBytes(rng, 40))}},
@@ -187,36 +189,22 @@ func attacks(g target, rng *rand.Rand) []attack {
 		{"forged subscribe of odd length", [][]byte{control(wKindSubscribe, randBytes(rng, 8+1+rng.IntN(7)))}},
 		{"forged subscribe with unknown policy", [][]byte{control(wKindSubscribe, request(1, 200, 5))}},
 		{"forged unsubscribe too short", [][]byte{control(wKindUnsubscribe, randBytes(rng, rng.IntN(8)))}},
-		{"larger than the receive buffer", [][]byte{frame(wHeader{kind: wKindData, flags: wFlagLast, msgLen: 40000}, randBytes(rng, 40000))}},
+		{"larger than the receive buffer", [][]byte{rawPage(0, rawRecord(40000, randBytes(rng, 40000)))}},
 	}
 	switch g {
-	case llListener:
-		as = append(as,
-			attack{"credits beyond the window on data", [][]byte{frame(wHeader{kind: wKindData, flags: wFlagLast, credits: 1<<16 - 1, msgLen: 1}, []byte("x"))}},
-			attack{"FIN then data", [][]byte{data("ok"), frame(wHeader{kind: wKindFin, flags: wFlagLast}, nil), data("zombie")}},
-			attack{"message above the maximum", [][]byte{frame(wHeader{kind: wKindData, msgLen: 1 << 40}, make([]byte, 10))}},
-			// The reader must not make room for the gigabyte announced.
-			attack{"length lies within the maximum", [][]byte{
-				frame(wHeader{kind: wKindData, msgLen: hostileMaxMsg}, make([]byte, 10)),
-				frame(wHeader{kind: wKindData, msgLen: 20}, make([]byte, 10)),
-			}},
-			attack{"fragment overruns its message", [][]byte{frame(wHeader{kind: wKindData, flags: wFlagLast, msgLen: 50}, make([]byte, 100))}},
-			attack{"last flag early", [][]byte{frame(wHeader{kind: wKindData, flags: wFlagLast, msgLen: 20}, make([]byte, 10))}},
-			attack{"last flag missing", [][]byte{frame(wHeader{kind: wKindData, msgLen: 10}, make([]byte, 10))}},
-			attack{"page on a LowLatency connection", [][]byte{frame(wHeader{kind: wKindPage}, rawRecords("x"))}},
-			attack{"tagged page on a connection", [][]byte{tagged(legitTag, "x")}},
-		)
-	case htListener:
+	case llListener, htListener: // both take pages, packed or filled
 		as = append(as,
 			attack{"credits beyond the window on a page", [][]byte{frame(wHeader{kind: wKindPage, credits: 1<<16 - 1}, rawRecords("x"))}},
 			attack{"FIN then a page", [][]byte{rawPage(0, rawRecords("ok")), frame(wHeader{kind: wKindFin, flags: wFlagLast}, nil), rawPage(0, rawRecords("zombie"))}},
 			attack{"record above the maximum", [][]byte{rawPage(0, rawRecord(1<<40, make([]byte, 10)))}},
 			attack{"record overruns its page", [][]byte{rawPage(0, rawRecord(100, make([]byte, 10))), rawPage(0, rawRecords("next"))}},
+			// The reader must not make room for the gigabyte announced.
 			attack{"record length lies within the maximum", [][]byte{rawPage(0, rawRecord(hostileMaxMsg, make([]byte, 10))), rawPage(0, rawRecords("next"))}},
+			attack{"record length lies among packed records", [][]byte{rawPage(0, append(append(rawRecords("a", "bb"), rawRecord(60, make([]byte, 10))...), rawRecords("c")...)), rawPage(0, rawRecords("next"))}},
 			attack{"continuation one more", [][]byte{rawPage(0, rawRecord(100, make([]byte, 50))), rawPage(51, make([]byte, 60))}},
 			attack{"continuation above the page", [][]byte{rawPage(0, rawRecord(100, make([]byte, 50))), lying(wHeader{kind: wKindPage, fragLen: 5, msgLen: 50}, make([]byte, 5))}},
 			attack{"page ends inside a length", [][]byte{rawPage(0, append(rawRecords("ok"), 1, 2, 3))}},
-			attack{"data on a HighThroughput connection", [][]byte{data("x")}},
+			attack{"fragment of protocol level 2", [][]byte{fragment("x")}},
 			attack{"tagged page on a connection", [][]byte{tagged(legitTag, "x")}},
 		)
 	default: // publishers take control messages only
@@ -225,7 +213,7 @@ func attacks(g target, rng *rand.Rand) []attack {
 			attack{"subscribe, then garbage", [][]byte{control(wKindSubscribe, request(1, 2, 99, 100)), frame(wHeader{kind: 9}, nil)}},
 			attack{"subscribe, then too short an unsubscribe", [][]byte{control(wKindSubscribe, request(1, 2, 99)), control(wKindUnsubscribe, []byte{1})}},
 			attack{"FIN then a request", [][]byte{frame(wHeader{kind: wKindFin, flags: wFlagLast}, nil), control(wKindSubscribe, request(1, 2, 99))}},
-			attack{"data at a publisher", [][]byte{data("x")}},
+			attack{"fragment of protocol level 2 at a publisher", [][]byte{fragment("x")}},
 			attack{"page at a publisher", [][]byte{rawPage(0, rawRecords("x"))}},
 			attack{"tagged page at a publisher", [][]byte{tagged(99, "x", "y")}},
 			attack{"tagged page overrunning at a publisher", [][]byte{frame(wHeader{kind: wKindTagged}, rawRecord(1000, make([]byte, 30)))}},

@@ -26,8 +26,7 @@ const releasedTwice = "netio: Message released twice"
 // 2-core VM: 27 ns per message with a bit set when lent and cleared when
 // released, 7 to 10 ns with this). Nothing is allocated per message: the
 // bits are allocated once, at the connection's first NextMessage, one per
-// 8 bytes of buffer with pages (8 bytes is the smallest record) and one
-// per buffer with fragments.
+// 8 bytes of buffer (8 bytes is the smallest record).
 //
 // The bits also count what is out, a word at a time: the Release that
 // fills a word (all 64 bits set) takes one off the buffer's count of words
@@ -46,9 +45,6 @@ type lending struct {
 // messagesPerBuffer bounds the messages a reader can hand out from one
 // buffer of bufSize bytes on one visit.
 func messagesPerBuffer(f frameReader, bufSize int) int {
-	if _, ok := f.(fragmentReader); ok {
-		return 1 // one message, or the rest of one, per buffer
-	}
 	// Pages: each record takes its prefix at least, and the first
 	// message may continue the previous page's without one.
 	return (bufSize-headerSize)/prefixSize + 1

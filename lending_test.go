@@ -110,7 +110,7 @@ func TestReleaseTwicePanics(t *testing.T) {
 // its second Release panics too, also once the spare holds another.
 func TestReleaseTwiceJoined(t *testing.T) {
 	client, server := pair(t, netio.WithBufferSize(4096))
-	big := bytes.Repeat([]byte("joined "), 2000) // 14 KB: four fragments
+	big := bytes.Repeat([]byte("joined "), 2000) // 14 KB: over four buffers
 	for i := 0; i < 2; i++ {
 		if _, err := client.Write(big); err != nil {
 			t.Fatal(err)

@@ -12,9 +12,6 @@ func TestLendingBits(t *testing.T) {
 	if want := (4096-headerSize)/prefixSize + 1; per != want {
 		t.Fatalf("messages per 4 KiB page: %d, want %d", per, want)
 	}
-	if n := messagesPerBuffer(fragments{}.reader(), 4096); n != 1 {
-		t.Fatalf("messages per fragment: %d, want 1", n)
-	}
 	l.start(2, per)
 	panics := func(f func()) (p bool) {
 		defer func() { p = recover() == releasedTwice }()

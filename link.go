@@ -54,7 +54,8 @@ type link struct {
 	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
 	ctlOut      [][]byte          // the owner's control messages waiting to go, kind first
 	onMessage   func(msg []byte)  // data on the reactor (Config.OnMessage), or nil
-	assembled   []byte            // onMessage's message from several fragments
+	here        hereReader        // onMessage's position in the received buffers
+	packed      openSealer        // the owner's sender, when it packs (packing.go)
 	connected   chan error        // the handshake's outcome, for Dial
 	authReq     [authTrailer]byte // dialing with a key: our request's authenticator
 }
@@ -88,7 +89,7 @@ type linkSizes struct {
 	peerWindow int    // receive buffers the peer posts for us
 	maxSend    int    // largest message we may send
 	maxRecv    uint64 // largest message we accept
-	msgMax     int    // largest fragment or page the provider carries
+	msgMax     int    // largest buffer the provider carries
 	softCopy   bool   // the provider copies data in software (slice.go)
 }
 
@@ -302,7 +303,7 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 func (l *link) setPeer(h hello) error {
 	// Use at most what we would keep ourselves: the peer's handshake must
 	// not choose how much memory this side commits. Fewer send buffers and
-	// smaller fragments than the peer offers are always allowed.
+	// smaller buffers than the peer offers are always allowed.
 	s := &l.sizes
 	s.peerWindow = int(h.window)
 	slots := min(int(h.window), l.cfg.txWindow, s.txMax)
@@ -314,6 +315,7 @@ func (l *link) setPeer(h hello) error {
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
 	l.frames = l.cfg.framing.checker(s.maxRecv)
+	l.here = hereReader{r: l.cfg.framing.reader(), pos: cursor{max: s.maxRecv}}
 	if err := l.reserve(slots * bufSize); err != nil {
 		return err
 	}
@@ -721,21 +723,13 @@ func (l *link) onRecv(slot uint32, n uint64) {
 	}
 }
 
-// deliverHere hands a message to onMessage on the reactor, joining
-// fragments first.
+// deliverHere hands the messages of a buffer to onMessage on the reactor.
 func (l *link) deliverHere(slot uint32, h header) {
 	off := int(slot) * l.rx.bufSize
-	frag := l.rx.mem[off+headerSize : off+headerSize+int(h.fragLen)]
-	if h.flags&flagLast != 0 && uint64(h.fragLen) == h.msgLen {
-		l.onMessage(frag)
-	} else {
-		l.assembled = append(l.assembled, frag...)
-		if h.flags&flagLast != 0 {
-			l.onMessage(l.assembled)
-			l.assembled = l.assembled[:0]
-		}
-	}
 	l.rxReclaim = append(l.rxReclaim, slot)
+	if err := l.here.deliver(l.rx.mem[off+headerSize:off+headerSize+int(h.fragLen)], h, l.onMessage); err != nil {
+		l.fail(err)
+	}
 }
 
 // service posts what is ready: receive buffers handed back, written
@@ -773,6 +767,9 @@ func (l *link) service() {
 	// them (a publisher's acknowledgement before the messages it
 	// announces), so data waits while any do.
 	l.sendQueuedControl()
+	if l.packed != nil && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 && l.credit.canTake(dataSend) {
+		l.packed.sealOpen() // what was written while the sends went out, in one
+	}
 	// Data, as far as the window allows: it keeps one credit back.
 	segs = segs[:0]
 	head := l.tx.head.Load()

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"runtime/metrics"
@@ -12,24 +13,27 @@ import (
 // (link.onRecv: the header's length against what arrived, credits against
 // the window, the kinds, FIN, and the framing's frameCheck) into a Conn of
 // either mode, and reads them back, or takes them through Config.OnMessage
-// on a LowLatency one. The Conn is held to linkModel, written from the wire
-// format's description: the same messages, the same bytes, the same end
-// (io.EOF, or the first violation's ErrProtocol or ErrMessageTooLarge, or
+// on a LowLatency one (the reactor's hereReader). Both modes receive
+// pages: HighThroughput ones filled, LowLatency ones packed (packing.go).
+// The Conn is held to linkModel, written from the wire format's
+// description: the same messages, the same bytes, the same end (io.EOF,
+// or the first violation's ErrProtocol or ErrMessageTooLarge, or
 // io.ErrUnexpectedEOF for a stream that stops inside a message). What the
 // Conn allocates is bounded by what arrived and its receive buffers, never
-// by a length a header announces: with the largest message at 1 TiB, a
-// 10-byte fragment of a 1 TiB message must cost bytes, not the terabyte.
+// by a length a header or a record announces: with the largest message at
+// 1 TiB, a 10-byte piece of a 1 TiB message must cost bytes, not the
+// terabyte.
 //
 // It reuses FuzzPageDecoder's harness (page_fuzz_test.go): a Conn reduced
-// to its buffers on a closed reactor, deliver, readAll and finish; and for
-// HighThroughput pages, its pageModel.
+// to its buffers on a closed reactor, deliver, readAll and finish; and its
+// pageModel.
 func FuzzLinkHeaders(f *testing.F) {
 	addSeeds(f, linkSeeds())
 	f.Fuzz(func(t *testing.T, data []byte) { runLinkHeaders(t, data) })
 }
 
-// linkModel is the link's checks and the LowLatency fragments' reassembly
-// done the plain way.
+// linkModel is the link's checks done the plain way, in front of a
+// pageModel.
 type linkModel struct {
 	mode    Mode
 	max     uint64
@@ -38,15 +42,7 @@ type linkModel struct {
 	fin     bool
 	err     error // the first violation
 
-	// LowLatency: the message being received.
-	inMsg  bool
-	msgLen uint64
-	left   uint64
-	cur    []byte
-	msgs   [][]byte
-	stream []byte
-
-	pages pageModel // HighThroughput
+	pages pageModel
 }
 
 func (m *linkModel) receive(b []byte) {
@@ -72,80 +68,26 @@ func (m *linkModel) receive(b []byte) {
 	case kindCredit, kindHeartbeat:
 	case kindFin:
 		m.fin = true
-	case kindData, kindPage, kindTagged:
-		if m.mode == HighThroughput {
-			m.page(h, p)
-		} else {
-			m.fragment(h, p)
+	case kindPage:
+		if h.msgLen > uint64(h.fragLen) || m.fin {
+			m.err = ErrProtocol
+			return
 		}
-	default: // a Conn takes no control messages
+		m.pages.page(p, h.msgLen)
+		m.err = m.pages.err
+	default: // a Conn takes no control messages, tagged pages, or level 2's fragments
 		m.err = ErrProtocol
 	}
 }
 
-func (m *linkModel) fragment(h header, p []byte) {
-	switch {
-	case h.kind != kindData:
-		m.err = ErrProtocol
-		return
-	case !m.inMsg && h.msgLen > m.max:
-		m.err = ErrMessageTooLarge
-		return
-	case m.inMsg && h.msgLen != m.msgLen:
-		m.err = ErrProtocol
-		return
-	}
-	left := h.msgLen
-	if m.inMsg {
-		left = m.left
-	}
-	if uint64(len(p)) > left || (left == uint64(len(p))) != (h.flags&flagLast != 0) || m.fin {
-		m.err = ErrProtocol
-		return
-	}
-	if !m.inMsg {
-		m.inMsg, m.msgLen, m.cur = true, h.msgLen, []byte{}
-	}
-	m.left = left - uint64(len(p))
-	m.cur = append(m.cur, p...)
-	m.stream = append(m.stream, p...)
-	if m.left == 0 {
-		m.msgs = append(m.msgs, m.cur)
-		m.inMsg, m.cur = false, nil
-	}
-}
-
-func (m *linkModel) page(h header, p []byte) {
-	if h.kind != kindPage || h.msgLen > uint64(h.fragLen) || m.fin {
-		m.err = ErrProtocol
-		return
-	}
-	m.pages.page(p, h.msgLen)
-	m.err = m.pages.err
-}
-
-// honest is the header an honest sender puts on a data buffer of n
-// payload bytes, starting a message of n+more bytes if none goes on.
-func (m *linkModel) honest(n int, more uint64) header {
-	if m.mode == HighThroughput {
-		return header{kind: kindPage, fragLen: uint32(n), msgLen: m.pages.continuation(n)}
-	}
-	h := header{kind: kindData, fragLen: uint32(n), msgLen: uint64(n) + more}
-	if m.inMsg {
-		h.msgLen = m.msgLen
-	}
-	if m.inMsg && uint64(n) == m.left || !m.inMsg && more == 0 {
-		h.flags = flagLast
-	}
-	return h
+// honest is the header an honest sender puts on a page of n payload bytes.
+func (m *linkModel) honest(n int) header {
+	return header{kind: kindPage, fragLen: uint32(n), msgLen: m.pages.continuation(n)}
 }
 
 // messages is what a reader reads: whole messages and all the bytes.
 func (m *linkModel) messages() (msgs [][]byte, stream []byte) {
-	if m.mode == HighThroughput {
-		return m.pages.msgs, m.pages.stream
-	}
-	return m.msgs, m.stream
+	return m.pages.msgs, m.pages.stream
 }
 
 // end is how reading ends after the last buffer.
@@ -153,7 +95,7 @@ func (m *linkModel) end() error {
 	switch {
 	case m.err != nil:
 		return m.err
-	case m.mode == HighThroughput && m.pages.inMsg, m.mode == LowLatency && m.inMsg:
+	case m.pages.inMsg:
 		return io.ErrUnexpectedEOF
 	}
 	return io.EOF
@@ -174,14 +116,9 @@ func (m *linkModel) end() error {
 //
 // bit 7 of ctl set: the header is the 16 bytes before the payload, as they
 // are (fewer if the input ends: a buffer shorter than a header). Clear: a
-// data buffer with the header an honest sender would write, except that
-// it returns (ctl>>2)&7 credits, and that bit 0 makes it lie about the
-// message (LowLatency: the last-fragment flag flipped; HighThroughput: the
-// continuation one more), and bit 1 makes fragLen one more than the
-// payload. A LowLatency buffer that starts a message is followed by 2
-// bytes LE: how much longer than this fragment the message is (bit 5 of
-// ctl: 4096 times as much), and one that continues a message carries at
-// most what is left of it.
+// page with the header an honest sender would write, except that it
+// returns (ctl>>2)&7 credits, and that bit 0 makes its continuation count
+// one more, and bit 1 its fragLen one more than the payload.
 type linkInput struct {
 	mode      Mode
 	onMessage bool
@@ -242,23 +179,11 @@ func parseLinkInput(data []byte) *linkInput {
 			buf = append(buf, next(headerSize)...)
 			buf = append(buf, next(n)...)
 		} else {
-			var more uint64
-			if d.mode == LowLatency {
-				if m.inMsg {
-					n = int(min(uint64(n), m.left))
-				} else {
-					more = uint64(le16())
-					if ctl&0x20 != 0 {
-						more *= 4096
-					}
-				}
-			}
 			payload := next(n)
-			h := m.honest(len(payload), more)
+			h := m.honest(len(payload))
 			h.credits = uint16(ctl >> 2 & 7)
 			if ctl&1 != 0 {
-				h.flags ^= flagLast
-				h.msgLen += uint64(d.mode) // the continuation, on pages
+				h.msgLen++
 			}
 			if ctl&2 != 0 {
 				h.fragLen++
@@ -309,9 +234,10 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 	c := newReadingConn(t, len(d.bufs), bufSize, m.max)
 	l := c.link
 	if d.mode == LowLatency {
-		l.frames = fragments{}.checker(m.max)
-		c.recv.frames = fragments{}.reader()
+		l.frames = packedPages.checker(m.max)
+		c.recv.frames = packedPages.reader()
 	}
+	l.here = hereReader{r: c.recv.frames, pos: cursor{max: m.max}}
 	l.credit.reset(m.window, len(l.rx.refs))
 	l.credit.credits = d.credits
 	var got [][]byte
@@ -386,16 +312,7 @@ func newLinkSeed(mode Mode, onMessage bool, style, size int, huge bool, mx, wind
 	return linkSeed{opts, mx, window, credits}
 }
 
-// start adds a LowLatency fragment that starts a message more bytes longer
-// than payload, with an honest header but for ctl's lies and credits.
-func (s linkSeed) start(ctl byte, payload []byte, more int) linkSeed {
-	s = append(s, ctl, byte(len(payload)), byte(len(payload)>>8), byte(more), byte(more>>8))
-	return append(s, payload...)
-}
-
-// cont adds a LowLatency fragment that continues a message, or a
-// HighThroughput page, with an honest header but for ctl's lies and
-// credits.
+// cont adds a page, with an honest header but for ctl's lies and credits.
 func (s linkSeed) cont(ctl byte, payload []byte) linkSeed {
 	return append(append(s, ctl, byte(len(payload)), byte(len(payload)>>8)), payload...)
 }
@@ -416,7 +333,7 @@ func (s linkSeed) truncated(n int) linkSeed {
 func credits(n byte) byte { return n << 2 }
 
 const (
-	lieLast = 1 // flagLast flipped; on pages, continuation one more
+	lieCont = 1 // continuation one more
 	lieLen  = 2 // fragLen one more than the payload
 )
 
@@ -425,57 +342,72 @@ func linkSeeds() []fuzzSeed {
 	ht := func(style int) linkSeed { return newLinkSeed(HighThroughput, false, style, 0, false, maxBy250, 15, 8) }
 	huge := func(m Mode, style int) linkSeed { return newLinkSeed(m, false, style, 0, true, 0, 15, 8) }
 	onMsg := newLinkSeed(LowLatency, true, 0, 0, false, maxBy250, 15, 8)
-	ok := func(s linkSeed) linkSeed { return s.start(0, []byte("ok"), 0) }
+	ok := func(s linkSeed) linkSeed { return s.cont(0, recs("ok")) }
 	hundred := fill(100, 'h')
 	req := (&request{id: 1, tags: []uint64{7}}).marshal()
 	ackb := (&ack{id: 1, incarnation: 2, tags: []uint64{7}, next: []uint64{0}}).marshal()
 	garbage := []byte("\x03\x00\xff\xfe garbage that is no header at all \x00\x00\x00\x00")
+	hugeLen := binary.LittleEndian.AppendUint64(nil, 1<<64-1)
+	// A length prefix that lies inside a packed page: it swallows the
+	// records after it, and the next page, which continues nothing, gives
+	// it away.
+	lies := cat(recs("a"), rec(50, fill(10, 'x')), recs("b"))
+	after := header{kind: kindPage, fragLen: uint32(len(recs("next")))}
 	return []fuzzSeed{
-		// LowLatency fragments.
-		{"one-message", ll(readMessageStyle).start(0, []byte("hello"), 0), io.EOF, 1},
-		{"empty-message", ll(nextMessageStyle).start(0, nil, 0).start(0, []byte("x"), 0), io.EOF, 2},
-		{"fragments", ll(nextMessageStyle).start(0, hundred, 200).cont(0, hundred).cont(0, hundred).start(0, []byte("after"), 0), io.EOF, 2},
-		{"fragments-append", ll(appendMessageStyle).start(0, hundred, 200).cont(0, hundred).cont(0, hundred), io.EOF, 1},
-		{"fragments-next", ll(nextStyle).start(0, hundred, 100).cont(0, hundred), io.EOF, 1},
-		{"fragments-nextbatch", newLinkSeed(LowLatency, false, nextBatchStyle, 3, false, maxBy250, 15, 8).start(0, []byte("a"), 0).start(0, hundred, 100).cont(0, hundred).start(0, []byte("b"), 0), io.EOF, 3},
-		{"fragments-read-stream", newLinkSeed(LowLatency, false, readStreamStyle, 2, false, maxBy250, 15, 8).start(0, hundred, 100).cont(0, hundred).start(0, []byte("tail"), 0), io.EOF, 0},
-		{"fragments-mixed", newLinkSeed(LowLatency, false, mixedStyle, 3, false, maxBy250, 15, 8).start(0, hundred, 100).cont(0, hundred).start(0, nil, 0).start(0, []byte("c"), 0).start(0, hundred, 0), io.EOF, 4},
-		{"fragments-onmessage", onMsg.start(0, hundred, 200).cont(0, hundred).cont(0, hundred).start(0, []byte("whole"), 0), io.EOF, 2},
-		{"cut-short", ll(nextMessageStyle).start(0, hundred, 100), io.ErrUnexpectedEOF, 0},
-		{"cut-short-onmessage", onMsg.start(0, hundred, 100), io.ErrUnexpectedEOF, 0},
-		{"at-maximum", ll(appendMessageStyle).start(0, hundred, 900).cont(0, fill(900, 'm')), io.EOF, 1},
-		{"above-maximum", ok(ll(readMessageStyle)).start(0, hundred, 901), ErrMessageTooLarge, 1},
-		{"above-maximum-onmessage", onMsg.start(0, hundred, 901), ErrMessageTooLarge, 0},
-		{"msglen-huge", ok(ll(nextMessageStyle)).raw(header{kind: kindData, fragLen: 10, msgLen: 1<<64 - 1}, fill(10, 'x')), ErrMessageTooLarge, 1},
-		{"msglen-lies-within-huge-max", ok(huge(LowLatency, nextMessageStyle)).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax}, fill(10, 'x')), io.ErrUnexpectedEOF, 1},
-		{"msglen-lies-within-huge-max-append", huge(LowLatency, appendMessageStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 2}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
-		{"msglen-lies-within-huge-max-next", huge(LowLatency, nextStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 4}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
-		{"msglen-lies-within-huge-max-readmessage", huge(LowLatency, readMessageStyle).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax / 8}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
-		{"msglen-lies-within-huge-max-onmessage", newLinkSeed(LowLatency, true, 0, 0, true, 0, 15, 8).raw(header{kind: kindData, fragLen: 10, msgLen: linkHugeMax}, fill(10, 'x')), io.ErrUnexpectedEOF, 0},
-		{"msglen-changes", ll(nextMessageStyle).start(0, hundred, 200).raw(header{kind: kindData, fragLen: 100, msgLen: 400}, hundred), ErrProtocol, 0},
-		{"fragment-overruns", ok(ll(nextMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 100, msgLen: 50}, hundred), ErrProtocol, 1},
-		{"continuation-overruns", ll(nextMessageStyle).start(0, hundred, 50).raw(header{kind: kindData, flags: flagLast, fragLen: 100, msgLen: 150}, hundred), ErrProtocol, 0},
-		{"last-flag-early", ok(ll(readMessageStyle)).start(lieLast, hundred, 100), ErrProtocol, 1},
-		{"last-flag-missing", ok(ll(readMessageStyle)).start(lieLast, hundred, 0), ErrProtocol, 1},
-		{"fraglen-says-more", ok(ll(readMessageStyle)).start(lieLen, []byte("abc"), 0), ErrProtocol, 1},
-		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 2, msgLen: 2}, []byte("abc")), ErrProtocol, 1},
-		{"fraglen-huge", ok(ll(readMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 1<<32 - 1, msgLen: 10}, fill(10, 'x')), ErrProtocol, 1},
-		{"page-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindPage, fragLen: 9}, recs("x")), ErrProtocol, 1},
+		// LowLatency: packed pages.
+		{"one-message", ll(readMessageStyle).cont(0, recs("hello")), io.EOF, 1},
+		{"empty-message", ll(nextMessageStyle).cont(0, recs("", "x")), io.EOF, 2},
+		{"packed", ll(nextMessageStyle).cont(0, recs("a", "bb", "ccc")).cont(credits(2), recs("d", "")), io.EOF, 5},
+		{"spanning", ll(nextMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, hundred).cont(0, cat(hundred, recs("after"))), io.EOF, 3},
+		{"spanning-append", ll(appendMessageStyle).cont(0, rec(300, hundred)).cont(0, hundred).cont(0, hundred), io.EOF, 1},
+		{"spanning-next", ll(nextStyle).cont(0, rec(200, hundred)).cont(0, hundred), io.EOF, 1},
+		{"packed-nextbatch", newLinkSeed(LowLatency, false, nextBatchStyle, 3, false, maxBy250, 15, 8).cont(0, cat(recs("a"), rec(200, hundred))).cont(0, cat(hundred, recs("b", "c", "d", "e"))), io.EOF, 6},
+		{"packed-read-stream", newLinkSeed(LowLatency, false, readStreamStyle, 2, false, maxBy250, 15, 8).cont(0, rec(200, hundred)).cont(0, cat(hundred, recs("tail"))), io.EOF, 0},
+		{"packed-mixed", newLinkSeed(LowLatency, false, mixedStyle, 3, false, maxBy250, 15, 8).cont(0, rec(200, hundred)).cont(0, cat(hundred, recs("", "c"), rec(100, hundred))), io.EOF, 4},
+		{"packed-onmessage", onMsg.cont(0, cat(recs("a", "bb"), rec(300, hundred))).cont(0, hundred).cont(0, cat(hundred, recs("whole", ""))), io.EOF, 5},
+		{"spanning-from-the-end", ll(nextMessageStyle).cont(0, cat(recs("a"), rec(5, nil))).cont(0, cat([]byte("abcde"), recs("z"))), io.EOF, 3},
+		{"spanning-from-the-end-onmessage", onMsg.cont(0, cat(recs("a"), rec(5, nil))).cont(0, cat([]byte("abcde"), recs("z"))), io.EOF, 3},
+		{"cut-short", ll(nextMessageStyle).cont(0, rec(200, hundred)), io.ErrUnexpectedEOF, 0},
+		{"cut-short-onmessage", onMsg.cont(0, cat(recs("a"), rec(200, hundred))), io.ErrUnexpectedEOF, 1},
+		{"at-maximum", ll(appendMessageStyle).cont(0, rec(1000, hundred)).cont(0, fill(900, 'm')), io.EOF, 1},
+		{"above-maximum", ll(readMessageStyle).cont(0, cat(recs("ok"), rec(1001, hundred))), ErrMessageTooLarge, 1},
+		{"above-maximum-onmessage", onMsg.cont(0, cat(recs("ok"), rec(1001, hundred))), ErrMessageTooLarge, 1},
+		{"length-huge", ll(nextMessageStyle).cont(0, cat(recs("ok"), hugeLen, fill(10, 'x'))), ErrMessageTooLarge, 1},
+		{"length-lies-within-huge-max", huge(LowLatency, nextMessageStyle).cont(0, cat(recs("ok"), rec(linkHugeMax, fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
+		{"length-lies-within-huge-max-append", huge(LowLatency, appendMessageStyle).cont(0, rec(linkHugeMax/2, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-next", huge(LowLatency, nextStyle).cont(0, rec(linkHugeMax/4, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-readmessage", huge(LowLatency, readMessageStyle).cont(0, rec(linkHugeMax/8, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-onmessage", newLinkSeed(LowLatency, true, 0, 0, true, 0, 15, 8).cont(0, rec(linkHugeMax, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-packed", ll(nextMessageStyle).cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
+		{"length-lies-packed-readmessage", ll(readMessageStyle).cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
+		{"length-lies-packed-onmessage", onMsg.cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
+		{"continuation-lie", ll(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
+		{"continuation-lie-onmessage", onMsg.cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
+		{"continuation-of-nothing", ok(ll(nextMessageStyle)).cont(lieCont, recs("x")), ErrProtocol, 1},
+		{"continuation-above-fraglen", ll(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
+		{"empty-page-inside-message", onMsg.cont(0, rec(300, hundred)).cont(0, nil), ErrProtocol, 0},
+		{"ends-inside-a-length", ll(nextMessageStyle).cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
+		{"ends-inside-a-length-onmessage", onMsg.cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
+		{"fraglen-says-more", ok(ll(readMessageStyle)).cont(lieLen, recs("abc")), ErrProtocol, 1},
+		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 2}, recs("abc")), ErrProtocol, 1},
+		{"fraglen-huge", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 1<<32 - 1}, recs("x")), ErrProtocol, 1},
+		{"fragment-of-level-2", ok(ll(nextMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"fragment-of-level-2-onmessage", onMsg.raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 0},
 		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
 		// Credits.
-		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).start(credits(7), []byte("a"), 0).raw(header{kind: kindCredit}, nil), io.EOF, 1},
-		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).start(0, []byte("a"), 0).raw(header{kind: kindCredit, credits: 1}, nil), ErrProtocol, 1},
-		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 3, 0).start(credits(4), []byte("a"), 0).start(credits(1), []byte("b"), 0), ErrProtocol, 1},
+		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).cont(credits(7), recs("a")).raw(header{kind: kindCredit}, nil), io.EOF, 1},
+		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).cont(0, recs("a")).raw(header{kind: kindCredit, credits: 1}, nil), ErrProtocol, 1},
+		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 3, 0).cont(credits(4), recs("a")).cont(credits(1), recs("b")), ErrProtocol, 1},
 		{"credits-max", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, credits: 1<<16 - 1}, nil), ErrProtocol, 1},
 		{"credits-on-page-overflow", newLinkSeed(HighThroughput, false, nextMessageStyle, 0, false, maxBy250, 3, 4).cont(credits(1), recs("a")), ErrProtocol, 0},
-		{"credit-with-payload", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, fragLen: 5}, []byte("12345")).start(0, []byte("b"), 0), io.EOF, 2},
+		{"credit-with-payload", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, fragLen: 5}, []byte("12345")).cont(0, recs("b")), io.EOF, 2},
 		// FIN.
 		{"fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil), io.EOF, 1},
 		{"fin-half-close", ok(ll(readStreamStyle)).raw(header{kind: kindFin, flags: flagLast | flagHalfClose}, nil), io.EOF, 0},
 		{"fin-twice", ok(ll(readMessageStyle)).raw(header{kind: kindFin}, nil).raw(header{kind: kindFin, flags: flagHalfClose}, nil), io.EOF, 1},
-		{"data-after-fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil).start(0, []byte("zombie"), 0), ErrProtocol, 1},
-		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(header{kind: kindFin, flags: flagHalfClose}, nil).start(0, []byte("zombie"), 0), ErrProtocol, 1},
-		{"fin-inside-message", ll(nextMessageStyle).start(0, hundred, 100).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"data-after-fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(header{kind: kindFin, flags: flagHalfClose}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"fin-inside-message", ll(nextMessageStyle).cont(0, rec(200, hundred)).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
 		{"page-after-fin", ht(nextMessageStyle).cont(0, recs("ok")).raw(header{kind: kindFin}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
 		// Kinds.
 		{"kind-zero", ok(ll(readMessageStyle)).raw(header{kind: 0, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
@@ -490,7 +422,7 @@ func linkSeeds() []fuzzSeed {
 		// HighThroughput pages.
 		{"ht-records", ht(nextMessageStyle).cont(0, recs("a", "", "bb")).cont(credits(3), recs("c")), io.EOF, 4},
 		{"ht-split", ht(appendMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
-		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieLast, fill(200, 'n')), ErrProtocol, 0},
+		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, fill(200, 'n')), ErrProtocol, 0},
 		{"ht-fraglen-lie", ht(nextMessageStyle).cont(0, recs("a")).cont(lieLen, recs("b")), ErrProtocol, 1},
 		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
 		{"ht-data-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindData, flags: flagLast, fragLen: 1, msgLen: 1}, []byte("x")), ErrProtocol, 1},

@@ -35,8 +35,8 @@
 // Subscribe dials a publisher, names its tags in-band and returns once the
 // publisher has acknowledged them; its channel C delivers each tag's
 // messages in order, each with the tag's sequence number, so loss is never
-// silent. Per subscription, WithMode picks one send per message
-// (LowLatency) or pages (HighThroughput), and WithPolicy what happens when
+// silent. Per subscription, WithMode picks sends at once (LowLatency) or
+// pages (HighThroughput), and WithPolicy what happens when
 // the subscriber falls behind: Block (lossless, Publish waits), DropOldest
 // or DropNewest (counted in Stats). A lost connection is made again with
 // backoff, and the subscription carries on.
@@ -67,8 +67,8 @@ const (
 	// $NETIO_PROVIDER is unset: libfabric's tcp provider works everywhere.
 	DefaultNetwork = "tcp"
 	// DefaultBufferSize is Config.BufferSize in LowLatency mode: the size
-	// of one receive buffer. Messages larger than a buffer are sent in
-	// fragments of this size. HighThroughput mode uses DefaultPageSize.
+	// of one receive buffer. Messages larger than a buffer go on in the
+	// next ones. HighThroughput mode uses DefaultPageSize.
 	DefaultBufferSize = 256 << 10
 	// DefaultWindow is Config.Window in LowLatency mode: the number of
 	// receive buffers each side posts, the credits the peer may use before
@@ -137,9 +137,11 @@ const (
 type Mode uint8
 
 const (
-	// LowLatency sends every Write at once as its own libfabric message
-	// (NetIO's low-latency socket): the shortest path for control traffic,
-	// one fabric operation per message.
+	// LowLatency sends a Write at once (NetIO's low-latency socket): the
+	// shortest path for control traffic. Messages written while earlier
+	// sends are still going out are packed into the next one, as ZeroMQ
+	// does, so that a stream of small messages costs a fabric operation
+	// per batch, not per message; no timer ever holds a message back.
 	LowLatency Mode = iota
 	// HighThroughput copies messages into pages behind an 8-byte length
 	// and sends whole pages (NetIO's high-throughput, buffered socket): a

@@ -26,12 +26,13 @@ import (
 //
 //	[continuation bytes][len][tag][seq][msg][len][tag][seq][msg]...
 //
-// A publisher's pages to a LowLatency subscriber are eager: each is sealed
-// after its first message, so every message goes out at once.
+// LowLatency connections send the same pages as HighThroughput ones, and
+// publishers to LowLatency subscribers the same tagged pages, but sealed by
+// the packing rule (packing.go) instead of when full or flushed.
 type pages struct {
 	kind   uint8
 	prefix int  // bytes before a record's message
-	eager  bool // seal after every message
+	packed bool // sealed by the packing rule, not left to fill
 }
 
 const (
@@ -42,9 +43,13 @@ const (
 // plainPages is the framing of HighThroughput connections.
 var plainPages = pages{kind: kindPage, prefix: prefixSize}
 
-// taggedPages is the framing of publish/subscribe links.
-func taggedPages(eager bool) pages {
-	return pages{kind: kindTagged, prefix: taggedPrefixSize, eager: eager}
+// packedPages is the framing of LowLatency connections.
+var packedPages = pages{kind: kindPage, prefix: prefixSize, packed: true}
+
+// taggedPages is the framing of publish/subscribe links, packed to a
+// LowLatency subscriber.
+func taggedPages(packed bool) pages {
+	return pages{kind: kindTagged, prefix: taggedPrefixSize, packed: packed}
 }
 
 // pad is what a page holds besides one message: its header and the
@@ -58,8 +63,7 @@ func (f pages) pad() int { return headerSize + f.prefix }
 // bufferFor is the size of the buffers that carry size bytes of messages
 // in framing f: with pages, size plus what a page holds besides one
 // message, up to the largest buffer (at MaxBufferSize a message that large
-// is cut in two, as it always was); a fragment's buffer includes its
-// header, as Config.BufferSize says for LowLatency.
+// is cut in two, as it always was).
 func bufferFor(f framing, size int) int {
 	if p, ok := f.(interface{ pad() int }); ok {
 		return min(size+p.pad(), maxBufferSize)
@@ -132,7 +136,7 @@ func (w *pageWriter) appendWhole(p []byte) bool {
 	return true
 }
 
-func (w *pageWriter) full() bool { return w.f.eager || w.room() < w.f.prefix }
+func (w *pageWriter) full() bool { return w.room() < w.f.prefix }
 
 func (w *pageWriter) seal() int {
 	putHeader(w.page, header{kind: w.f.kind, fragLen: uint32(w.off - headerSize), msgLen: w.cont})
@@ -155,7 +159,9 @@ func (w *pageWriter) buffers(n int, open bool) int {
 	return (need + w.payloadMax - 1) / w.payloadMax
 }
 
-func (w *pageWriter) lazy() bool { return !w.f.eager }
+func (w *pageWriter) lazy() bool { return !w.f.packed }
+
+func (w *pageWriter) packs() bool { return w.f.packed }
 
 // pageCheck vets a page's header on the reactor; its records are checked
 // by the reader, which decodes them.
@@ -164,7 +170,7 @@ type pageCheck struct{ kind uint8 }
 func (p pageCheck) check(h header) error {
 	switch {
 	case h.kind != p.kind && p.kind == kindPage:
-		return fmt.Errorf("%w: low-latency message on a %v connection", ErrProtocol, HighThroughput)
+		return fmt.Errorf("%w: publish/subscribe page on a connection", ErrProtocol)
 	case h.kind != p.kind:
 		return fmt.Errorf("%w: message of kind %d on a publish/subscribe link", ErrProtocol, h.kind)
 	case h.msgLen > uint64(h.fragLen):

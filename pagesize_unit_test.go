@@ -7,18 +7,18 @@ import (
 )
 
 // A page's buffer holds Config.BufferSize bytes of messages besides its
-// header and one record's prefix, up to the largest buffer; a fragment's
-// buffer is BufferSize, header included. What a link posts and announces
-// is that size.
+// header and one record's prefix, up to the largest buffer, in both modes
+// (LowLatency packs its messages into pages too). What a link posts and
+// announces is that size.
 func TestBufferFor(t *testing.T) {
-	type sizes struct{ Plain, Tagged, Publishing, Fragments int }
+	type sizes struct{ Plain, Tagged, Publishing, Packed int }
 	of := func(n int) sizes {
-		return sizes{bufferFor(plainPages, n), bufferFor(taggedPages(false), n), bufferFor(publishing{taggedPages(true)}, n), bufferFor(fragments{}, n)}
+		return sizes{bufferFor(plainPages, n), bufferFor(taggedPages(false), n), bufferFor(publishing{taggedPages(true)}, n), bufferFor(packedPages, n)}
 	}
 	for n, want := range map[int]sizes{
-		minBufferSize:      {minBufferSize + 24, minBufferSize + 40, minBufferSize + 40, minBufferSize},
-		DefaultPageSize:    {DefaultPageSize + 24, DefaultPageSize + 40, DefaultPageSize + 40, DefaultPageSize},
-		maxBufferSize - 30: {maxBufferSize - 6, maxBufferSize, maxBufferSize, maxBufferSize - 30},
+		minBufferSize:      {minBufferSize + 24, minBufferSize + 40, minBufferSize + 40, minBufferSize + 24},
+		DefaultPageSize:    {DefaultPageSize + 24, DefaultPageSize + 40, DefaultPageSize + 40, DefaultPageSize + 24},
+		maxBufferSize - 30: {maxBufferSize - 6, maxBufferSize, maxBufferSize, maxBufferSize - 6},
 		maxBufferSize:      {maxBufferSize, maxBufferSize, maxBufferSize, maxBufferSize},
 	} {
 		if diff := cmp.Diff(want, of(n)); diff != "" {
@@ -29,10 +29,7 @@ func TestBufferFor(t *testing.T) {
 		c := Config{Mode: m}
 		c.setDefaults()
 		lc := linkConfigOf(&c)
-		want := c.BufferSize
-		if m == HighThroughput {
-			want += headerSize + prefixSize
-		}
+		want := c.BufferSize + headerSize + prefixSize
 		if lc.rxBufSize != want || lc.txBufSize != want {
 			t.Errorf("%v: link posts %d-byte buffers and sends %d, want %d", m, lc.rxBufSize, lc.txBufSize, want)
 		}

@@ -390,6 +390,9 @@ func (pl *pubLink) sized(l *link) error {
 	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
 	pl.frames = s.frames.(*pageWriter)
 	s.maxSend = l.sizes.maxSend
+	if s.pack = s.frames.packs(); s.pack {
+		l.packed = s
+	}
 	if s.lazy = s.frames.lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &pl.p.cfg); err != nil {
@@ -582,15 +585,15 @@ func (pl *pubLink) publish(ctx context.Context, tag, seq uint64, msg []byte, pol
 	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
 		s.msgs++
 		s.bytes += uint64(len(msg))
-		s.gate.unlock()
+		s.unlock()
 		return nil
 	}
 	if pl.closed.Load() {
-		s.gate.unlock()
+		s.unlock()
 		return nil
 	}
 	_, err := s.writeLocked(ctx, msg, policy != Block)
-	s.gate.unlock()
+	s.unlock()
 	switch {
 	case err == nil:
 		return nil

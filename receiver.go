@@ -337,7 +337,7 @@ func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 // room is how much room a read makes at once for the rest of the current
 // message: all of it, unless that is more than the connection's receive
 // buffers hold. The length of a message is the peer's word, and a header
-// that announces MaxMessageSize over a ten-byte fragment must not cost
+// that announces MaxMessageSize over ten bytes of a page must not cost
 // MaxMessageSize (with MaxMessageSize at 1 TiB, that was the process):
 // the receive buffers are memory the connection commits to the peer
 // anyway, and a larger message makes its room as it arrives (readAppend).

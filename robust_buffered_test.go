@@ -140,8 +140,8 @@ func TestBufferedBadPeerPages(t *testing.T) {
 		{"fragLen says less than arrived", hi, []page{
 			append(wHeader{kind: wKindPage, fragLen: 5}.bytes(), rawRecords("longer")...),
 		}, nil, netio.ErrProtocol},
-		{"low-latency message on a high-throughput connection", hi, []page{
-			dataMsg([]byte("zzz")),
+		{"fragment of protocol level 2", hi, []page{
+			append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 3, msgLen: 3}.bytes(), "zzz"...),
 		}, nil, netio.ErrProtocol},
 		{"page after FIN", hi, []page{
 			wHeader{kind: wKindFin, flags: wFlagLast}.bytes(),
@@ -150,8 +150,8 @@ func TestBufferedBadPeerPages(t *testing.T) {
 		{"page larger than the receive buffer", hi, []page{
 			rawPage(0, rawRecord(7000, make([]byte, 7000))),
 		}, nil, netio.ErrProtocol},
-		{"page on a low-latency connection", ll, []page{
-			rawPage(0, rawRecords("paged")),
+		{"fragment of protocol level 2 on a low-latency connection", ll, []page{
+			append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 3, msgLen: 3}.bytes(), "zzz"...),
 		}, nil, netio.ErrProtocol},
 	}
 	for k := 1; k < 8; k++ {

@@ -52,10 +52,9 @@ func (h wHeader) bytes() []byte {
 	return b
 }
 
-// dataMsg is a well-formed single-fragment data message.
+// dataMsg is a well-formed page holding one message.
 func dataMsg(payload []byte) []byte {
-	h := wHeader{kind: wKindData, flags: wFlagLast, fragLen: uint32(len(payload)), msgLen: uint64(len(payload))}
-	return append(h.bytes(), payload...)
+	return rawPage(0, rawRecord(uint64(len(payload)), payload))
 }
 
 // helloBytes is the 24-byte netio handshake: "NTIO", version, 3 bytes of
@@ -389,24 +388,22 @@ func TestBadPeerMessages(t *testing.T) {
 		msgs [][]byte // sent in order after a valid "ok" message
 		want error
 	}{
-		{"truncated", [][]byte{wHeader{kind: wKindData, flags: wFlagLast, fragLen: 0}.bytes()[:8]}, netio.ErrProtocol},
+		{"truncated", [][]byte{wHeader{kind: wKindPage}.bytes()[:8]}, netio.ErrProtocol},
 		{"empty libfabric message", [][]byte{{}}, netio.ErrProtocol},
-		{"length prefix says more", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 100, msgLen: 100}.bytes(), make([]byte, 10)...)}, netio.ErrProtocol},
-		{"length prefix says less", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 5, msgLen: 5}.bytes(), make([]byte, 50)...)}, netio.ErrProtocol},
-		{"length prefix huge", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 0xffffffff, msgLen: 10}.bytes(), make([]byte, 10)...)}, netio.ErrProtocol},
+		{"fragLen says more", [][]byte{append(wHeader{kind: wKindPage, fragLen: 100}.bytes(), rawRecords("short")...)}, netio.ErrProtocol},
+		{"fragLen says less", [][]byte{append(wHeader{kind: wKindPage, fragLen: 5}.bytes(), rawRecords("longer")...)}, netio.ErrProtocol},
+		{"fragLen huge", [][]byte{append(wHeader{kind: wKindPage, fragLen: 0xffffffff}.bytes(), rawRecords("x")...)}, netio.ErrProtocol},
 		{"unknown kind", [][]byte{wHeader{kind: 9, flags: wFlagLast}.bytes()}, netio.ErrProtocol},
 		{"kind zero", [][]byte{append(wHeader{kind: 0, flags: wFlagLast, fragLen: 3, msgLen: 3}.bytes(), "abc"...)}, netio.ErrProtocol},
+		{"fragment of protocol level 2", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 3, msgLen: 3}.bytes(), "abc"...)}, netio.ErrProtocol},
 		{"credits beyond the window", [][]byte{wHeader{kind: wKindCredit, flags: wFlagLast, credits: rawWindow + 1}.bytes()}, netio.ErrProtocol},
-		{"credits on data beyond the window", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, credits: 0xffff, fragLen: 1, msgLen: 1}.bytes(), 'x')}, netio.ErrProtocol},
+		{"credits on data beyond the window", [][]byte{frame(wHeader{kind: wKindPage, credits: 0xffff}, rawRecords("x"))}, netio.ErrProtocol},
 		{"message above the maximum", [][]byte{dataMsg(bigPayload)}, netio.ErrMessageTooLarge},
-		{"first fragment announces above the maximum", [][]byte{append(wHeader{kind: wKindData, fragLen: 10, msgLen: 1 << 40}.bytes(), make([]byte, 10)...)}, netio.ErrMessageTooLarge},
-		{"msgLen changes mid-message", [][]byte{
-			append(wHeader{kind: wKindData, fragLen: 100, msgLen: 300}.bytes(), make([]byte, 100)...),
-			append(wHeader{kind: wKindData, fragLen: 100, msgLen: 400}.bytes(), make([]byte, 100)...),
-		}, netio.ErrProtocol},
-		{"fragment overruns its message", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 100, msgLen: 50}.bytes(), make([]byte, 100)...)}, netio.ErrProtocol},
-		{"last flag before the end", [][]byte{append(wHeader{kind: wKindData, flags: wFlagLast, fragLen: 10, msgLen: 20}.bytes(), make([]byte, 10)...)}, netio.ErrProtocol},
-		{"no last flag at the end", [][]byte{append(wHeader{kind: wKindData, fragLen: 10, msgLen: 10}.bytes(), make([]byte, 10)...)}, netio.ErrProtocol},
+		{"length prefix announces above the maximum", [][]byte{rawPage(0, rawRecord(1<<40, make([]byte, 10)))}, netio.ErrMessageTooLarge},
+		{"length prefix overruns its page", [][]byte{rawPage(0, rawRecord(100, make([]byte, 10))), rawPage(0, rawRecords("next"))}, netio.ErrProtocol},
+		{"continuation one more", [][]byte{rawPage(0, rawRecord(100, make([]byte, 50))), rawPage(51, make([]byte, 60))}, netio.ErrProtocol},
+		{"continuation of no message", [][]byte{rawPage(5, []byte("abcde"))}, netio.ErrProtocol},
+		{"page ends inside a length prefix", [][]byte{rawPage(0, []byte{1, 2, 3})}, netio.ErrProtocol},
 		{"data after FIN", [][]byte{wHeader{kind: wKindFin, flags: wFlagLast}.bytes(), dataMsg([]byte("zombie"))}, netio.ErrProtocol},
 		{"message larger than the receive buffer", [][]byte{dataMsg(make([]byte, 8000))}, netio.ErrProtocol},
 	}
@@ -476,9 +473,16 @@ func TestBadPeerMessages(t *testing.T) {
 				t.Errorf("error %v is a %T, want a *net.OpError", r.err, r.err)
 			}
 			t.Logf("%v after %v", r.err, time.Since(start).Round(time.Microsecond))
-			// The connection stays dead.
-			if _, err := s.Write([]byte("x")); err == nil {
-				t.Errorf("Write on a connection closed for a protocol violation succeeded")
+			// The connection is dead: writing fails. When the reader found
+			// the violation (a length prefix inside a page), the reactor
+			// learns of it just after.
+			for deadline := time.Now().Add(hangTimeout); ; time.Sleep(time.Millisecond) {
+				if _, err := s.Write([]byte("x")); err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Write on a connection closed for %v still succeeds %v later", r.err, hangTimeout)
+				}
 			}
 			if err := s.Close(); err != nil {
 				t.Errorf("Close after a protocol violation: %v", err)
@@ -946,8 +950,11 @@ func TestWriteDeadline(t *testing.T) {
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("blocked Write past its deadline: %v; want a net.Error with Timeout() true", err)
 	}
-	if n > 8 {
-		t.Errorf("%d messages written to a peer with a window of 4 that reads nothing; flow control should block sooner", n)
+	// Messages queued behind a send in flight are packed: a 4 KiB buffer
+	// holds 37 of these 100-byte ones with their length prefixes. At most
+	// the peer's 4 buffers and our 4 are full when a Write must wait.
+	if perBuffer := (4096 - 16) / (100 + 8); n > 8*perBuffer {
+		t.Errorf("%d messages written to a peer with a window of 4 buffers of 4 KiB that reads nothing; flow control should block sooner", n)
 	}
 	if elapsed < 95*time.Millisecond {
 		t.Errorf("Write gave up after %v; want not before its deadline, 100 ms", elapsed)
@@ -1166,7 +1173,7 @@ func TestOnMessage(t *testing.T) {
 	}
 	defer ln.Close()
 	c, s := dialAccept(t, ln)
-	big := make([]byte, 20000) // five fragments of a 4 KiB buffer
+	big := make([]byte, 20000) // spans five 4 KiB buffers
 	for i := range big {
 		big[i] = byte(i * 13)
 	}
@@ -1306,7 +1313,7 @@ func TestReadStreamAcrossMessages(t *testing.T) {
 func TestReadMessageShortBuffer(t *testing.T) {
 	c, s := pair(t, netio.WithBufferSize(4096))
 	s.SetReadDeadline(time.Now().Add(hangTimeout))
-	msg := make([]byte, 10000) // three fragments
+	msg := make([]byte, 10000) // spans three buffers
 	for i := range msg {
 		msg[i] = byte(i % 251)
 	}
@@ -1397,7 +1404,7 @@ func rssBytes(t testing.TB) int64 {
 // TestBadPeerHugeWindow: the handshake is valid, but the peer claims a
 // window of 4096 buffers of 64 KiB. A Listener configured for 16 buffers
 // of 256 KiB (4 MiB per direction) should not let one unauthenticated
-// connection request make it allocate 256 MiB: sending smaller fragments
+// connection request make it allocate 256 MiB: sending smaller buffers
 // and using fewer credits than the peer offers is always allowed, so the
 // send side can be bounded by the Listener's own configuration.
 func TestBadPeerHugeWindow(t *testing.T) {

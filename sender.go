@@ -14,7 +14,8 @@ import (
 // sender is a Conn's writing side. Its methods run in the writing
 // goroutine, inside the send gate: Write and its kin, Flush, and Close's
 // last flush. The reactor enters the gate only to seal a page that waited
-// too long (pageWatch). It fills send buffers in order and publishes each
+// too long (pageWatch), or on a LowLatency connection the buffer that
+// packed the messages queued behind sends in flight (packing.go). It fills send buffers in order and publishes each
 // by advancing the send queue's head; the reactor does the rest.
 type sender struct {
 	half
@@ -23,6 +24,8 @@ type sender struct {
 	frames frameWriter // set once at connect
 	lazy   bool        // frames wait to fill: a pageWatch flushes them
 	watch  *pageWatch  // nil unless lazy
+	pack   bool        // frames are packed: see packing.go
+	packing
 
 	open    bool          // a buffer is being filled: the one at q.head
 	opened  atomic.Uint64 // buffers opened, for the pageWatch to notice
@@ -55,10 +58,13 @@ func (s *sender) write(p []byte) (int, error) {
 		s.msgs++
 		s.bytes += uint64(len(p))
 		s.gate.unlock()
+		if s.pack && s.want.Load() {
+			s.sealWanted()
+		}
 		return len(p), nil
 	}
 	n, err := s.writeLocked(nil, p, false)
-	s.gate.unlock()
+	s.unlock()
 	return n, err
 }
 
@@ -71,7 +77,7 @@ func (s *sender) unhindered(n int) bool {
 
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 	clear := s.gate.lock()
-	defer s.gate.unlock()
+	defer s.unlock()
 	for i, p := range msgs {
 		if clear && s.open && len(p) <= s.maxSend && s.frames.appendWhole(p) {
 			s.msgs++
@@ -93,7 +99,7 @@ func (s *sender) writeWaiting(ctx context.Context, p []byte, try bool) (int, err
 	} else if !s.gate.tryLock() {
 		return 0, s.side.opError("write", ErrWouldBlock)
 	}
-	defer s.gate.unlock()
+	defer s.unlock()
 	return s.writeLocked(ctx, p, try)
 }
 
@@ -133,8 +139,11 @@ func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 	}
 	s.msgs++
 	s.bytes += uint64(n)
-	if fw.full() {
+	switch {
+	case fw.full():
 		s.publish(flushFull)
+	case s.pack:
+		s.settle()
 	}
 	return n, nil
 }
@@ -163,6 +172,9 @@ func (s *sender) seal(cause flushCause) {
 	head := s.q.head.Load()
 	s.q.lens[head%uint64(s.q.slots)] = uint32(s.frames.seal())
 	s.open = false
+	if s.pack {
+		s.sealed()
+	}
 	st := s.stats
 	if s.lazy {
 		st.flushes[cause].Add(1)
@@ -185,7 +197,7 @@ func (s *sender) delivered() uint64 { return s.stats.messagesSent.Load() }
 // flush sends the open buffer now.
 func (s *sender) flush() error {
 	s.gate.lock()
-	defer s.gate.unlock()
+	defer s.unlock()
 	if err := s.writable(0); err != nil {
 		return err
 	}
@@ -201,14 +213,14 @@ func (s *sender) sealForClose() {
 	if s.open {
 		s.seal(flushExplicit)
 	}
-	s.gate.unlock()
+	s.unlock()
 }
 
 // shutWrite seals what was written and makes every later write fail, for
 // CloseWrite; it reports false if it was done already.
 func (s *sender) shutWrite() bool {
 	s.gate.lock()
-	defer s.gate.unlock()
+	defer s.unlock()
 	if s.shut {
 		return false
 	}

@@ -6,8 +6,8 @@ import (
 )
 
 // Stats are a connection's counters since it was established. The message
-// and byte counts of the sending side are updated as buffers are handed to
-// the fabric (in HighThroughput mode, when a page is sealed), those of the
+// and byte counts of the sending side are updated as buffers are sealed
+// for the fabric (a page that is filled or packed), those of the
 // receiving side as the reader finishes a buffer.
 type Stats struct {
 	MessagesSent     uint64 // whole messages written
@@ -15,7 +15,9 @@ type Stats struct {
 	MessagesReceived uint64 // whole messages read
 	BytesReceived    uint64 // payload bytes read
 	// PagesSent and PagesReceived count libfabric messages carrying data:
-	// pages in HighThroughput mode, message fragments in LowLatency mode.
+	// pages, filled in HighThroughput mode, packed in LowLatency mode
+	// (where MessagesSent/PagesSent shows how many messages queued behind
+	// sends in flight and went out together).
 	PagesSent     uint64
 	PagesReceived uint64
 	// Pages sent, by what sent them (HighThroughput mode): a full page,

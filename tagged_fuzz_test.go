@@ -101,7 +101,7 @@ func taggedSeeds() []fuzzSeed {
 		{"records", sub(15).page(trecs(0, "a", "", "hello")).page(trecs(3, "b")), io.EOF, 4},
 		{"records-one-at-a-time", sub(0).page(trecs(0, "a", "bb", "ccc")), io.EOF, 3},
 		{"tags-and-seqs-extreme", sub(3).page(cat(trec(1, 0, 0, []byte("z")), trec(2, 1<<64-1, 1<<64-1, []byte("mx")), trec(0, 1<<63, 5, nil))), io.EOF, 3},
-		{"eager-pages", sub(1).page(trecs(0, "one")).page(trecs(1, "two")).page(trecs(2, "three")), io.EOF, 3},
+		{"one-record-pages", sub(1).page(trecs(0, "one")).page(trecs(1, "two")).page(trecs(2, "three")), io.EOF, 3},
 		{"split-two-pages", sub(2).page(cat(trecs(0, "x"), trec(300, 9, 1, hundred))).page(cat(fill(200, 'n'), trecs(2, "y"))), io.EOF, 3},
 		{"split-three-pages", newDecoderSeed(0, 4, false, 0).page(trec(3000, 1, 1, fill(1000, 'a'))).page(fill(1000, 'b')).page(cat(fill(1000, 'c'), trecs(2, "end"))), io.EOF, 2},
 		{"at-maximum", sub(0).page(trec(1000, 1, 1, fill(1000, 'm'))), io.EOF, 1},
@@ -143,13 +143,15 @@ func TestTaggedPagesSeeds(t *testing.T) {
 
 // FuzzTaggedRoundTrip writes tagged records the way a publisher's link
 // does (the record's tag and sequence number set on the page writer, then
-// the Conn's Write or TryWrite, Flush), into eager pages (a LowLatency
+// the Conn's Write or TryWrite, Flush), into packed pages (a LowLatency
 // subscriber's) or lazy ones, and reads them back with nextRecords: every
 // record arrives whole, with its tag and sequence number, in order, and
 // one above the largest message is refused. The input is
 // FuzzPageRoundTrip's (see parseRoundTripInput), with pages of at least a
-// tagged prefix, eager pages for an odd read style, and batches written
-// one message at a time.
+// tagged prefix, packed pages for an odd read style, and batches written
+// one message at a time; on packed pages, the messages of a batch are
+// written while the page before them is still in flight, so that they
+// share the open page until the reactor seals it.
 func FuzzTaggedRoundTrip(f *testing.F) {
 	addSeeds(f, taggedRoundTripSeeds())
 	f.Fuzz(func(t *testing.T, data []byte) { runTaggedRoundTrip(t, data) })
@@ -158,14 +160,17 @@ func FuzzTaggedRoundTrip(f *testing.F) {
 func runTaggedRoundTrip(t *testing.T, data []byte) {
 	pageCap, style, size, _, maxSend, msgs := parseRoundTripInput(data)
 	pageCap = taggedPrefixSize + (pageCap-prefixSize)%(4089-taggedPrefixSize+prefixSize)
-	eager := style&1 != 0
+	packed := style&1 != 0
 	slots := 1
 	for _, m := range msgs {
 		slots = max(slots, 3+(taggedPrefixSize+len(m.b))/pageCap)
 	}
 	w := newWritingConn(t, pageCap, slots, maxSend)
-	pw := taggedPages(eager).writer(pageCap).(*pageWriter)
-	w.send.frames, w.send.lazy = pw, !eager
+	pw := taggedPages(packed).writer(pageCap).(*pageWriter)
+	w.send.frames, w.send.lazy, w.send.pack = pw, !packed, packed
+	if packed {
+		w.link.packed = &w.send
+	}
 	var pages [][]byte
 	var want []record
 	for i, m := range msgs {
@@ -193,18 +198,30 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 		default:
 			want = append(want, record{tag: tag, seq: seq, b: m.b})
 		}
-		if eager && w.send.open {
-			t.Fatalf("after write %d an eager page is still open", i)
+		if !packed {
+			pages = append(pages, sentTaggedPages(t, w, 0)...)
+			continue
 		}
-		pages = append(pages, sentTaggedPages(t, w)...)
+		if i+1 < len(msgs) && msgs[i+1].batch {
+			// The next message queues behind the last page sent: it
+			// stays in flight (one page at most, so that the next
+			// write finds the buffers it needs).
+			pages = append(pages, sentTaggedPages(t, w, 1)...)
+			continue
+		}
+		w.link.packed.sealOpen() // the reactor, about to post
+		if w.send.open {
+			t.Fatalf("after write %d and the reactor's seal, a packed page is still open", i)
+		}
+		pages = append(pages, sentTaggedPages(t, w, 0)...)
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, sentTaggedPages(t, w)...)
+	pages = append(pages, sentTaggedPages(t, w, 0)...)
 
 	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
-	f := taggedPages(eager)
+	f := taggedPages(packed)
 	c.link.frames = f.checker(uint64(maxSend))
 	c.recv.frames = f.reader()
 	pushed := deliver(c, pages, false)
@@ -237,11 +254,15 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 	finish(t, c, nil, size&1 != 0, pushed)
 }
 
-// sentTaggedPages takes the pages c has sealed, as if the reactor had
-// posted them and their sends had completed.
-func sentTaggedPages(t *testing.T, c *Conn) (pages [][]byte) {
+// sentTaggedPages takes the pages c has sealed but the last keep, as if
+// the reactor had posted them and their sends had completed.
+func sentTaggedPages(t *testing.T, c *Conn, keep uint64) (pages [][]byte) {
 	q := &c.link.tx
 	done, head := q.done.Load(), q.head.Load()
+	if head-done <= keep {
+		return nil
+	}
+	head -= keep
 	for ; done < head; done++ {
 		slot := int(done % uint64(q.slots))
 		n := int(q.lens[slot])
@@ -257,17 +278,24 @@ func sentTaggedPages(t *testing.T, c *Conn) (pages [][]byte) {
 
 func taggedRoundTripSeeds() []fuzzSeed {
 	const page = 4096 - headerSize
+	// Pages are packed for an odd read style, lazy for an even one.
 	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
 	for i := range 20 {
 		small = small.msg(i*13, 0)
 	}
-	eagerSmall := append(newRoundTripSeed(page, readMessageStyle, 3, false, 0), small[4:]...)
+	lazySmall := append(newRoundTripSeed(page, readMessageStyle, 3, false, 0), small[4:]...)
+	queued := newRoundTripSeed(page, nextMessageStyle, 3, false, 0)
+	for i := range 20 {
+		queued = queued.msg(i*13, rtBatch)
+	}
 	return []fuzzSeed{
-		{"small-lazy", small, io.EOF, 0},
-		{"small-eager", eagerSmall, io.EOF, 0},
+		{"small-lazy", lazySmall, io.EOF, 0},
+		{"small-packed", small, io.EOF, 0},
+		{"queued-packed", queued, io.EOF, 0},
+		{"queued-packed-spanning", newRoundTripSeed(128, nextBatchStyle, 1, false, 0).msg(10, 0).msg(20, rtBatch).msg(300, rtBatch|rtLong).msg(5, rtBatch).msg(90, rtBatch).msg(91, 0).msg(7, rtBatch), io.EOF, 0},
 		{"exact-fits", newRoundTripSeed(100, nextMessageStyle, 0, false, 0).msg(76, 0).msg(60, 0).msg(0, 0).msg(52, 0).msg(77, 0), io.EOF, 0},
 		{"split-large-lazy", newRoundTripSeed(256, appendMessageStyle, 2, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
-		{"split-large-eager", newRoundTripSeed(256, nextStyle, 5, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
+		{"split-large-packed", newRoundTripSeed(256, nextBatchStyle, 5, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
 		{"flushes-and-trywrite", newRoundTripSeed(page, nextMessageStyle, 1, false, 0).msg(10, rtFlush).msg(20, rtTry).msg(0, rtFlush).msg(700, rtTry).msg(30, 0), io.EOF, 0},
 		{"tiny-pages", newRoundTripSeed(taggedPrefixSize, mixedStyle, 0, false, 0).msg(0, 0).msg(1, 0).msg(30, 0).msg(2, rtFlush), io.EOF, 0},
 		{"too-large-refused", newRoundTripSeed(page, nextMessageStyle, 0, false, 4).msg(128, 0).msg(129, 0).msg(5, rtTry).msg(200, rtTry).msg(7, 0), io.EOF, 0},

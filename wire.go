@@ -8,14 +8,14 @@ import (
 
 // Every libfabric message netio sends starts with a 16-byte header:
 //
-//	[0]     kind: kindData, kindPage, kindCredit, kindFin, kindHeartbeat...
-//	[1]     flags: flagLast on the last fragment of a message;
+//	[0]     kind: kindPage, kindCredit, kindFin, kindHeartbeat...
+//	[1]     flags: flagLast on control messages (a message whole);
 //	        flagHalfClose on the FIN of CloseWrite
 //	[2:4]   credits returned to the receiver of this header (uint16)
-//	[4:8]   payload bytes in this fragment (uint32)
-//	[8:16]  total bytes of the message this fragment belongs to (uint64);
-//	        in a page, the bytes continuing the previous page's message;
-//	        in a heartbeat, the sender's heartbeat timeout in ms
+//	[4:8]   payload bytes (uint32)
+//	[8:16]  in a page, the bytes continuing the previous page's message;
+//	        in a control message, its payload bytes; in a heartbeat, the
+//	        sender's heartbeat timeout in ms (uint64)
 //
 // Credits ride on every header, so traffic in one direction returns the
 // credits of the other; a kindCredit message carries them alone when there
@@ -23,6 +23,9 @@ import (
 const headerSize = 16
 
 const (
+	// kindData = 1 was the LowLatency framing up to protocol level 2, a
+	// message or a fragment of one per buffer; level 3 packs LowLatency
+	// messages into pages too, and kind 1 is no kind of data any more.
 	kindData   = 1
 	kindCredit = 2
 	kindFin    = 3 // the sender closed; nothing follows
@@ -47,7 +50,7 @@ const kindHeartbeat = 6
 
 // dataKind reports whether kind carries messages for a reader, as opposed
 // to the link's own control messages or its owner's.
-func dataKind(kind uint8) bool { return kind == kindData || kind == kindPage || kind == kindTagged }
+func dataKind(kind uint8) bool { return kind == kindPage || kind == kindTagged }
 
 type header struct {
 	kind    uint8
@@ -149,7 +152,10 @@ const (
 	// protocolLevel 2 added heartbeats (kindHeartbeat) and keyed hellos
 	// (byte 7): a level-1 peer would end a connection at its first
 	// heartbeat, so the two refuse each other at the handshake instead.
-	protocolLevel = 2
+	// Level 3 sends LowLatency messages in pages (packing.go) instead of
+	// kindData fragments, which a level-2 peer would refuse at the first
+	// message.
+	protocolLevel = 3
 )
 
 func (h hello) marshal() []byte {

@@ -33,7 +33,7 @@ func beatOpts() []netio.Option {
 }
 
 // size is the length of message i of a stream: mostly up to 16 KiB, and
-// now and then 300,000 bytes, more than a LowLatency buffer (fragments)
+// now and then 300,000 bytes, more than a LowLatency buffer (it spans pages)
 // and spread over pages in HighThroughput mode.
 func size(i int) int {
 	if i%100 == 50 {

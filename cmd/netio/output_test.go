@@ -27,8 +27,9 @@ func TestProgressOnStderr(t *testing.T) {
 	}
 }
 
-// In LowLatency mode netio sends message fragments, not pages: the JSON
-// names them so, and pages only in HighThroughput mode.
+// The JSON counts LowLatency mode's libfabric messages as fragments (its
+// field since before they were packed pages), and pages only in
+// HighThroughput mode.
 func TestJSONFragmentsNotPages(t *testing.T) {
 	for _, mode := range []string{"ll", "ht"} {
 		recv := start("recv", "-listen", "127.0.0.1:0", "-mode", mode, "-json")

@@ -54,7 +54,7 @@ func TestPingPong(t *testing.T) {
 func TestPingPongJSON(t *testing.T) {
 	pong := start("pong", "-listen", "127.0.0.1:0", "-count", "2", "-json")
 	addr := pong.addr(t)
-	// Two pings at once, one large enough to be sent in fragments.
+	// Two pings at once, one large enough to span buffers.
 	small := start("ping", "-to", addr, "-count", "200", "-json")
 	large := start("ping", "-to", addr, "-count", "20", "-size", "1MiB", "-json")
 	small.mustExit(t, exitOK)

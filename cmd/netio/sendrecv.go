@@ -139,8 +139,9 @@ type sendResult struct {
 	// Pages counts the pages sent (HighThroughput mode only).
 	Pages *uint64 `json:"pages,omitempty"`
 	// Fragments counts the libfabric messages sent (LowLatency mode only):
-	// one per message, more for a message larger than the peer's receive
-	// buffers.
+	// one per message sent alone, one for all the messages written while
+	// earlier sends were going out, more for a message larger than the
+	// peer's receive buffers.
 	Fragments *uint64 `json:"fragments,omitempty"`
 	// Flushes counts the pages sent (HighThroughput mode) by what sent
 	// them; null in LowLatency mode.
@@ -547,8 +548,9 @@ type recvResult struct {
 	// (HighThroughput mode only).
 	Pages *uint64 `json:"pages,omitempty"`
 	// Fragments counts the libfabric messages received until the
-	// receiver stopped (LowLatency mode only): one per message, more for a
-	// message larger than a receive buffer.
+	// receiver stopped (LowLatency mode only): one per message sent alone,
+	// fewer for messages packed together, more for a message larger than a
+	// receive buffer.
 	Fragments *uint64 `json:"fragments,omitempty"`
 	// Latency is the one-way latency, or null when the messages carried no
 	// send time.
