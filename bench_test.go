@@ -429,20 +429,25 @@ func streamBuffered(b *testing.B, size int, opts ...netio.Option) {
 	})
 }
 
-// streamBufferedRelease is streamBuffered's writer with a reader that
-// takes each message with NextMessage and releases it: the compare tool's
-// netio-ht row.
-func streamBufferedRelease(b *testing.B, size int) {
-	c, s := pair(b, netio.WithMode(netio.HighThroughput))
-	msg := make([]byte, size)
-	streamRun(b, size, func(n int) error {
+// writeFlushed is a stream's writer: n Writes of msg, then Flush.
+func writeFlushed(c *netio.Conn, msg []byte) func(n int) error {
+	return func(n int) error {
 		for i := 0; i < n; i++ {
 			if _, err := c.Write(msg); err != nil {
 				return err
 			}
 		}
 		return c.Flush()
-	}, func(n int) error {
+	}
+}
+
+// streamBufferedRelease is streamBuffered's writer with a reader that
+// takes each message with NextMessage and releases it: the compare tool's
+// netio-ht row.
+func streamBufferedRelease(b *testing.B, size int) {
+	c, s := pair(b, netio.WithMode(netio.HighThroughput))
+	msg := make([]byte, size)
+	streamRun(b, size, writeFlushed(c, msg), func(n int) error {
 		for i := 0; i < n; i++ {
 			m, err := s.NextMessage()
 			if err != nil {

@@ -163,29 +163,6 @@ func TestReleaseTwiceSubscription(t *testing.T) {
 // must allocate nothing per message.
 func BenchmarkNextMessage(b *testing.B) {
 	for _, size := range []int{64, 1 << 10} {
-		b.Run(sizeName(size), func(b *testing.B) {
-			c, s := pair(b, netio.WithMode(netio.HighThroughput))
-			msg := make([]byte, size)
-			streamRun(b, size, func(n int) error {
-				for i := 0; i < n; i++ {
-					if _, err := c.Write(msg); err != nil {
-						return err
-					}
-				}
-				return c.Flush()
-			}, func(n int) error {
-				for i := 0; i < n; i++ {
-					m, err := s.NextMessage()
-					if err != nil {
-						return err
-					}
-					if m.Len() != size {
-						return fmt.Errorf("message %d: %d bytes, want %d", i, m.Len(), size)
-					}
-					m.Release()
-				}
-				return nil
-			})
-		})
+		b.Run(sizeName(size), func(b *testing.B) { streamBufferedRelease(b, size) })
 	}
 }
