@@ -177,8 +177,18 @@ func TestReadContextBackgroundAllocs(t *testing.T) {
 	plain, withCtx := roundTrips(nil), roundTrips(context.Background())
 	plain() // warm up
 	withCtx()
-	base := testing.AllocsPerRun(200, plain)
-	if allocs := testing.AllocsPerRun(200, withCtx); allocs > base {
+	// AllocsPerRun counts the whole process's allocations, so a background
+	// one (the runtime's, the echo goroutine's) can land in either run; an
+	// allocation on the context path shows in every run. Fewest of three.
+	fewest := func(f func()) float64 {
+		least := testing.AllocsPerRun(200, f)
+		for i := 0; i < 2; i++ {
+			least = min(least, testing.AllocsPerRun(200, f))
+		}
+		return least
+	}
+	base := fewest(plain)
+	if allocs := fewest(withCtx); allocs > base {
 		t.Errorf("%v allocations per round trip with context.Background(), %v without a context", allocs, base)
 	}
 	if failed != nil {

@@ -431,9 +431,12 @@ func TestPubSubDropPolicies(t *testing.T) {
 			receive(t, reader, n)
 			<-published
 			// The stalled one holds the buffer's worth, and counts the rest
-			// (the dispatcher gives it each message after the reader).
+			// (the dispatcher gives it each message after the reader). Under
+			// DropOldest the newest message is counted received before the
+			// oldest is dropped, and Stats reads the counters one by one, so
+			// the wait is for the final counts, not for their sum.
 			st := stalled.Stats()
-			for deadline := time.Now().Add(hangTimeout); st.Received+st.Dropped < n; st = stalled.Stats() {
+			for deadline := time.Now().Add(hangTimeout); st.Received != buffer || st.Received+st.Dropped < n; st = stalled.Stats() {
 				if time.Now().After(deadline) {
 					t.Fatalf("stalled subscription accounts for %d of %d: %+v", st.Received+st.Dropped, n, st)
 				}
