@@ -64,6 +64,7 @@ type pingResult struct {
 
 type pingConfig struct {
 	provider, to string
+	key          *keyFile
 	size         int
 	lim          limits
 	progress     io.Writer
@@ -75,6 +76,7 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ping", pingUsage, stderr)
 	to := fs.String("to", "", "the pong's address, host:port (required)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	size := byteSize(64)
 	fs.Var(&size, "size", "`bytes` per ping, e.g. 64, 4KiB, 1MiB")
 	var lim limits
@@ -97,7 +99,7 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := progressTo(stderr)
 	res, err := runPing(ctx, pingConfig{
-		provider: *provider, to: *to, size: int(size), lim: lim.orDefault(),
+		provider: *provider, to: *to, key: key, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
 	if res != nil && res.Pings == 0 {
@@ -111,7 +113,7 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func runPing(ctx context.Context, cfg pingConfig) (*pingResult, error) {
-	c, err := dial(ctx, cfg.provider, cfg.to)
+	c, err := dial(ctx, cfg.provider, cfg.to, cfg.key.options()...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +281,7 @@ type pongConn struct {
 
 type pongConfig struct {
 	provider, listen string
+	key              *keyFile
 	count            int
 	line             io.Writer // a line per connection; nil for none
 	info             io.Writer
@@ -288,6 +291,7 @@ func pongMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("pong", pongUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	count := fs.Int("count", 1, "exit after serving this many connections (0: until Ctrl-C)")
 	asJSON := fs.Bool("json", false, "print the connections as JSON when done instead of a line each")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -302,7 +306,7 @@ func pongMain(args []string, stdout, stderr io.Writer) int {
 	warnProvider(stderr, *provider)
 	ctx, stop := interruptible(stderr, "pong")
 	defer stop()
-	cfg := pongConfig{provider: *provider, listen: *listen, count: *count, info: stderr}
+	cfg := pongConfig{provider: *provider, listen: *listen, key: key, count: *count, info: stderr}
 	if !*asJSON {
 		cfg.line = stdout
 	}
@@ -316,7 +320,7 @@ func pongMain(args []string, stdout, stderr io.Writer) int {
 // runPong serves cfg.count connections, each in a goroutine of its own; its
 // error is the first connection's that failed.
 func runPong(ctx context.Context, cfg pongConfig) (*pongResult, error) {
-	ln, err := netio.Listen(cfg.provider, cfg.listen)
+	ln, err := netio.Listen(cfg.provider, cfg.listen, cfg.key.options()...)
 	if err != nil {
 		return nil, err
 	}

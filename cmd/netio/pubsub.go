@@ -96,6 +96,7 @@ type pubResult struct {
 
 type pubConfig struct {
 	provider, listen string
+	key              *keyFile
 	mode             connMode
 	tag              uint64
 	generated        bool
@@ -118,6 +119,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	tag := fs.String("tag", "", "the tag to publish under, an unsigned integer (required)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "the mode subscribers are expected to use, `ll|ht` (each subscriber chooses its own with 'netio sub -mode'; the publisher serves both)")
 	size := byteSize(64)
@@ -158,7 +160,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := progressTo(stderr)
 	res, err := runPub(ctx, pubConfig{
-		provider: *provider, listen: *listen, mode: *mode, tag: t, generated: generated, size: int(size),
+		provider: *provider, listen: *listen, key: key, mode: *mode, tag: t, generated: generated, size: int(size),
 		rate: *rate, lim: lim, subscribers: *subs, input: stdin, progress: progress, inPlace: inPlace, info: stderr,
 	})
 	return report(ctx, stdout, stderr, "pub", *asJSON, res, err, printPub)
@@ -238,7 +240,7 @@ func waitSubscribers(ctx context.Context, p *netio.Publisher, n int) error {
 }
 
 func runPub(ctx context.Context, cfg pubConfig) (*pubResult, error) {
-	p, err := netio.ListenPublisher(cfg.provider, cfg.listen, cfg.mode.options()...)
+	p, err := netio.ListenPublisher(cfg.provider, cfg.listen, append(cfg.mode.options(), cfg.key.options()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -524,6 +526,7 @@ func (t *tagsFlag) Set(s string) error {
 
 type subConfig struct {
 	provider, to string
+	key          *keyFile
 	mode         connMode
 	policy       netio.Policy
 	buffer       int
@@ -540,6 +543,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	var tags tagsFlag
 	fs.Var(&tags, "tag", "the tags to subscribe to, `T[,T2...]` (required)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "netio's mode, `ll|ht`: ll is low latency (a send per message), ht high throughput (the publisher batches messages into pages) (default ll)")
 	policy := policyFlag(netio.Block)
@@ -568,7 +572,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	res, err := runSub(ctx, subConfig{
-		provider: *provider, to: *to, mode: *mode, policy: netio.Policy(policy), buffer: *buffer, tags: tags,
+		provider: *provider, to: *to, key: key, mode: *mode, policy: netio.Policy(policy), buffer: *buffer, tags: tags,
 		lim: lim, asJSON: *asJSON, out: out, info: stderr,
 	})
 	out.Flush()
@@ -578,6 +582,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 // subscribe subscribes, giving up on Ctrl-C and after connectTimeout.
 func subscribe(ctx context.Context, cfg subConfig) (*netio.Subscription, error) {
 	opts := append(cfg.mode.options(), netio.WithPolicy(cfg.policy))
+	opts = append(opts, cfg.key.options()...)
 	if cfg.buffer > 0 {
 		opts = append(opts, netio.WithSubscriptionBuffer(cfg.buffer))
 	}

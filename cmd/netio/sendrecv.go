@@ -163,6 +163,7 @@ type sendResult struct {
 
 type sendConfig struct {
 	provider, to string
+	key          *keyFile
 	mode         connMode
 	size         int
 	lim          limits
@@ -175,6 +176,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", sendUsage, stderr)
 	to := fs.String("to", "", "the receiver's address, host:port (required)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	mode := modeFlag(fs)
 	size := byteSize(1024)
 	fs.Var(&size, "size", "`bytes` per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
@@ -198,7 +200,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := progressTo(stderr)
 	res, err := runSend(ctx, sendConfig{
-		provider: *provider, to: *to, mode: *mode, size: int(size), lim: lim.orDefault(),
+		provider: *provider, to: *to, key: key, mode: *mode, size: int(size), lim: lim.orDefault(),
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
 	return report(ctx, stdout, stderr, "send", *asJSON, res, err, printSend)
@@ -248,7 +250,7 @@ func greet(ctx context.Context, c *netio.Conn, hello []byte) ([]byte, error) {
 }
 
 func runSend(ctx context.Context, cfg sendConfig) (*sendResult, error) {
-	c, err := dial(ctx, cfg.provider, cfg.to, cfg.mode.options()...)
+	c, err := dial(ctx, cfg.provider, cfg.to, append(cfg.mode.options(), cfg.key.options()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -573,6 +575,7 @@ type oneWayResult struct {
 
 type recvConfig struct {
 	provider, listen string
+	key              *keyFile
 	mode             connMode
 	lim              limits
 	progress         io.Writer
@@ -584,6 +587,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("recv", recvUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
+	key := keyFlag(fs)
 	mode := modeFlag(fs)
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: until the sender stops)", "stop this long after the sender connected (0: until the sender stops)")
@@ -602,7 +606,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	progress, inPlace := progressTo(stderr)
 	res, err := runRecv(ctx, recvConfig{
-		provider: *provider, listen: *listen, mode: *mode, lim: lim,
+		provider: *provider, listen: *listen, key: key, mode: *mode, lim: lim,
 		progress: progress, inPlace: inPlace, info: stderr,
 	})
 	return report(ctx, stdout, stderr, "recv", *asJSON, res, err, printRecv)
@@ -630,7 +634,7 @@ func acceptOne(ctx context.Context, provider, listen string, info io.Writer, opt
 var errPeerIsPing = errors.New("the peer is a netio ping, which needs a netio pong: netio recv reads the stream of a netio send")
 
 func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
-	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, cfg.mode.options()...)
+	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, append(cfg.mode.options(), cfg.key.options()...)...)
 	if err != nil {
 		return nil, err
 	}
