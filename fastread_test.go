@@ -246,3 +246,63 @@ func TestFastReadConcurrent(t *testing.T) {
 		t.Errorf("%d buffers given back at the end, want all %d", n, window)
 	}
 }
+
+// TestFastReadLeavesPage: the page whose last message NextMessage took
+// without the lock goes back to the reactor as soon as its messages are
+// released, with no further read, as it does when the lock is taken.
+func TestFastReadLeavesPage(t *testing.T) {
+	const size = 24
+	bufSize := headerSize + 10*(prefixSize+size)
+	c := newReadingConn(t, 2, bufSize, 1<<20)
+	q := &c.link.rx
+	per := fillPage(q.mem[:bufSize], size, 0)
+	q.ready.push(0)
+	var held []Message
+	for i := range per {
+		m, err := c.NextMessage()
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if v := binary.LittleEndian.Uint64(m.Bytes()); v != uint64(i) {
+			t.Fatalf("message %d carries %d", i, v)
+		}
+		held = append(held, m)
+	}
+	if !c.recv.fast.on() {
+		t.Fatal("the lock-free path never opened")
+	}
+	for i, m := range held {
+		if q.free.len() != 0 {
+			t.Fatalf("the page went back with %d of its %d messages held", per-i, per)
+		}
+		m.Release()
+	}
+	if q.free.len() != 1 {
+		t.Errorf("%d buffers back after every message was released, want 1", q.free.len())
+	}
+	if st := c.Stats(); st.MessagesReceived != uint64(per) || st.BytesReceived != uint64(per*size) {
+		t.Errorf("Stats: %d messages, %d bytes; want %d, %d", st.MessagesReceived, st.BytesReceived, per, per*size)
+	}
+}
+
+// TestFastReadSetup: the word's fields fit buffers up to a few MiB; larger
+// ones leave too few bits for the epoch and keep to the lock.
+func TestFastReadSetup(t *testing.T) {
+	for _, tc := range []struct {
+		bufSize int
+		on      bool
+	}{
+		{4 << 10, true},
+		{1<<20 + headerSize + prefixSize, true},
+		{MaxBufferSize, false},
+	} {
+		var f fastRead
+		per := messagesPerBuffer(plainPages.reader(), tc.bufSize)
+		if got := f.setup(tc.bufSize, per, 1<<20); got != tc.on || f.on() != tc.on {
+			t.Errorf("buffers of %d bytes: setup %v, on %v; want %v", tc.bufSize, got, f.on(), tc.on)
+		}
+		if tc.on && (uint64(tc.bufSize) > f.offMask || uint64(per) > f.idxMask || 63-f.epochShift < minEpochBits) {
+			t.Errorf("buffers of %d bytes: offset mask %#x, index mask %#x, epoch at bit %d: too small for %d messages and %d bits of epoch", tc.bufSize, f.offMask, f.idxMask, f.epochShift, per, minEpochBits)
+		}
+	}
+}
