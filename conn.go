@@ -410,7 +410,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	l := c.link
 	l.rx.wake.wake()
 	l.tx.wake.wake()
-	c.recv.mu.Lock()
+	c.recv.lock()
 	if c.recv.slot >= 0 {
 		c.recv.leaveBuffer() // Messages handed out from it keep it
 	}

@@ -128,11 +128,18 @@ func (w *pageWriter) put(p []byte) int {
 // appendWhole takes a message that fits the open page with room to spare
 // for the next one's length: then the page need not be sealed after it.
 func (w *pageWriter) appendWhole(p []byte) bool {
-	if w.room() < 2*w.f.prefix+len(p) {
+	off := w.off
+	if len(w.page)-off < 2*w.f.prefix+len(p) {
 		return false
 	}
-	w.putPrefix(len(p))
-	w.off += copy(w.page[w.off:], p)
+	if w.f.prefix != prefixSize {
+		w.putPrefix(len(p))
+		w.off += copy(w.page[w.off:], p)
+		return true
+	}
+	b := w.page[off:]
+	binary.LittleEndian.PutUint64(b, uint64(len(p)))
+	w.off = off + prefixSize + copy(b[prefixSize:], p)
 	return true
 }
 

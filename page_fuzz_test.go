@@ -301,8 +301,8 @@ func checkInRx(t *testing.T, c *Conn, b []byte) {
 // within that buffer's payload.
 func checkInPage(t *testing.T, c *Conn, m Message) {
 	rx := &c.link.rx
-	if m.r != &c.recv || cap(m.b) != len(m.b) {
-		t.Fatalf("Message of %d bytes: reader %p (want %p), capacity %d", len(m.b), m.r, &c.recv, cap(m.b))
+	if m.recv() != &c.recv || cap(m.b) != len(m.b) {
+		t.Fatalf("Message of %d bytes: reader %p (want %p), capacity %d", len(m.b), m.recv(), &c.recv, cap(m.b))
 	}
 	if m.slot < 0 || len(m.b) == 0 {
 		return

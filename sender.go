@@ -53,8 +53,11 @@ const (
 
 // write is Write: a message that fits the open buffer is appended without
 // looking at anything else.
+//
+// Both framings are pages: through the assertion appendWhole is a direct
+// call, not an interface one.
 func (s *sender) write(p []byte) (int, error) {
-	if s.gate.lock() && s.open && len(p) <= s.maxSend && s.frames.appendWhole(p) {
+	if w, ok := s.frames.(*pageWriter); s.gate.lock() && ok && s.open && len(p) <= s.maxSend && w.appendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
 		s.gate.unlock()
@@ -78,8 +81,10 @@ func (s *sender) unhindered(n int) bool {
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 	clear := s.gate.lock()
 	defer s.unlock()
+	w, ok := s.frames.(*pageWriter)
+	clear = clear && ok
 	for i, p := range msgs {
-		if clear && s.open && len(p) <= s.maxSend && s.frames.appendWhole(p) {
+		if clear && s.open && len(p) <= s.maxSend && w.appendWhole(p) {
 			s.msgs++
 			s.bytes += uint64(len(p))
 			continue
