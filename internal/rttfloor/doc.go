@@ -7,4 +7,7 @@
 // two, so that the cost of the shape itself can be read off side by side:
 //
 //	go test -run '^$' -bench . ./internal/rttfloor
+//
+// BenchmarkInterleaved runs the variants in turns within one run, so that
+// their ratios hold while the load of a shared machine swings.
 package rttfloor

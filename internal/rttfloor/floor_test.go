@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -80,8 +81,8 @@ func (s *side) write(p []byte) {
 	}
 }
 
-func newSide(r *reactor.Reactor, fd int, polls int, onReactor bool) (*side, error) {
-	s := &side{r: r, fd: fd, polls: polls, onReac: onReactor}
+func newSide(r *reactor.Reactor, fd int, sh shape, echo bool) (*side, error) {
+	s := &side{r: r, fd: fd, polls: sh.polls, onReac: echo && sh.onReactor}
 	s.send.s = s
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
@@ -338,6 +339,11 @@ type shape struct {
 	onReactor bool          // the echo end answers on its reactor
 }
 
+// newReactor starts a reactor for sh.
+func newReactor(sh shape) (*reactor.Reactor, error) {
+	return reactor.New(&reactor.Config{Spin: sh.spin})
+}
+
 var shapes = []shape{
 	{name: "reactor"},
 	{name: "reactor-nospin", spin: -1},
@@ -369,14 +375,14 @@ func BenchmarkInProcess(b *testing.B) {
 }
 
 func inProcess(b *testing.B, sh shape, reactors int) {
-	rc, err := reactor.New(&reactor.Config{Spin: sh.spin})
+	rc, err := newReactor(sh)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rc.Close()
 	rs := rc
 	if reactors == 2 {
-		if rs, err = reactor.New(&reactor.Config{Spin: sh.spin}); err != nil {
+		if rs, err = newReactor(sh); err != nil {
 			b.Fatal(err)
 		}
 		defer rs.Close()
@@ -390,11 +396,11 @@ func inProcess(b *testing.B, sh shape, reactors int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := newSide(rc, cfd, sh.polls, false)
+	c, err := newSide(rc, cfd, sh, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := newSide(rs, sfd, sh.polls, sh.onReactor)
+	s, err := newSide(rs, sfd, sh, true)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -430,7 +436,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 	for _, sh := range shapes {
 		b.Run(sh.name, func(b *testing.B) {
 			conn, wait := child(b, sh.name)
-			r, err := reactor.New(&reactor.Config{Spin: sh.spin})
+			r, err := newReactor(sh)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -439,7 +445,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := newSide(r, fd, sh.polls, false)
+			c, err := newSide(r, fd, sh, false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -498,7 +504,7 @@ func runChild(addr, mode string) error {
 	if sh.name == "" {
 		return fmt.Errorf("unknown mode %q", mode)
 	}
-	r, err := reactor.New(&reactor.Config{Spin: sh.spin})
+	r, err := newReactor(sh)
 	if err != nil {
 		return err
 	}
@@ -507,7 +513,7 @@ func runChild(addr, mode string) error {
 	if err != nil {
 		return err
 	}
-	s, err := newSide(r, fd, sh.polls, sh.onReactor)
+	s, err := newSide(r, fd, sh, true)
 	if err != nil {
 		return err
 	}
@@ -519,4 +525,154 @@ func runChild(addr, mode string) error {
 		return nil
 	}
 	return sideEcho(s)
+}
+
+// pinger is one connection to ping through, for BenchmarkInterleaved.
+type pinger struct {
+	name       string
+	send, recv func([]byte) error
+	sum        time.Duration
+	n          int
+}
+
+// interleaveChunk is how many round trips one connection makes before the
+// next takes over: short enough that every connection sees the same load
+// from the rest of a shared machine, long enough that a reactor's spin
+// (100 µs) is a small part of a turn.
+const interleaveChunk = 64
+
+// pingInterleaved runs b.N round trips spread over ps in turns and reports
+// each one's mean round trip, and its ratio to the first one's.
+func pingInterleaved(b *testing.B, ps []*pinger) {
+	msg := make([]byte, msgSize)
+	buf := make([]byte, msgSize)
+	for _, p := range ps {
+		for range 200 { // warm up
+			if err := p.send(msg); err != nil {
+				b.Fatal(p.name, err)
+			}
+			if err := p.recv(buf); err != nil {
+				b.Fatal(p.name, err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, turn := 0, 0; i < b.N; turn++ {
+		p := ps[turn%len(ps)]
+		start := time.Now()
+		k := 0
+		for ; k < interleaveChunk && i < b.N; k++ {
+			if err := p.send(msg); err != nil {
+				b.Fatal(p.name, err)
+			}
+			if err := p.recv(buf); err != nil {
+				b.Fatal(p.name, err)
+			}
+			i++
+		}
+		p.sum += time.Since(start)
+		p.n += k
+	}
+	b.StopTimer()
+	base := float64(ps[0].sum) / float64(max(ps[0].n, 1))
+	for _, p := range ps {
+		if p.n == 0 {
+			continue
+		}
+		mean := float64(p.sum) / float64(p.n)
+		b.ReportMetric(mean/1e3, p.name+"-µs/rt")
+		if p != ps[0] {
+			b.ReportMetric(mean/base, p.name+"/"+ps[0].name)
+		}
+	}
+}
+
+// BenchmarkInterleaved measures net.TCPConn, the reactor shape and the
+// shape with the echo on the reactor side by side, taking turns on one
+// benchmark run, so that their ratios hold on a machine whose load swings
+// (separate runs of BenchmarkInProcess or BenchmarkCrossProcess disagree by
+// 2x there). In one process the two reactor-shape connections share one
+// reactor, as netio's connections share its engine; across processes the
+// pinging side has one reactor and every echo child its own.
+func BenchmarkInterleaved(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) {
+		r, err := reactor.New(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		tc, ts := tcpPair(b)
+		defer tc.Close()
+		defer ts.Close()
+		go tcpEcho(ts)
+		ps := []*pinger{{name: "tcp", send: tcpSend(tc), recv: tcpRecv(tc)}}
+		var sides []*side
+		var echoes []chan error
+		for _, sh := range []shape{{name: "reactor"}, {name: "onmessage", onReactor: true}} {
+			a, z := tcpPair(b)
+			afd, err := takeFD(a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			zfd, err := takeFD(z)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := newSide(r, afd, sh, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := newSide(r, zfd, sh, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sides = append(sides, c, s)
+			if !sh.onReactor {
+				done := make(chan error, 1)
+				echoes = append(echoes, done)
+				go func() { done <- sideEcho(s) }()
+			}
+			ps = append(ps, &pinger{name: sh.name, send: c.sendMsg, recv: c.recv})
+		}
+		pingInterleaved(b, ps)
+		for i := 0; i < len(sides); i += 2 {
+			sides[i].close()
+		}
+		for _, done := range echoes {
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+		}
+		for i := 1; i < len(sides); i += 2 {
+			sides[i].close()
+		}
+	})
+	b.Run("cross-process", func(b *testing.B) {
+		r, err := reactor.New(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		conn, wait := child(b, "tcp")
+		defer wait()
+		defer conn.Close()
+		ps := []*pinger{{name: "tcp", send: tcpSend(conn), recv: tcpRecv(conn)}}
+		for _, mode := range []string{"reactor", "reactor-onmessage"} {
+			conn, wait := child(b, mode)
+			defer wait()
+			fd, err := takeFD(conn.(*net.TCPConn))
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := newSide(r, fd, shape{}, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.close()
+			name := strings.TrimPrefix(mode, "reactor-")
+			ps = append(ps, &pinger{name: name, send: c.sendMsg, recv: c.recv})
+		}
+		pingInterleaved(b, ps)
+	})
 }
