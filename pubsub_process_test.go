@@ -373,6 +373,23 @@ func TestPubSubPublisherRestarted(t *testing.T) {
 		}
 	}
 	restarted := time.Now()
+	// What the old publisher sent before it died may still be queued
+	// (more than 100 messages when sends are quick): read until the
+	// subscription has counted the restart, then the new one's messages.
+	timeout := time.NewTimer(hangTimeout)
+	defer timeout.Stop()
+	for s.Stats().Restarts == 0 {
+		select {
+		case m, ok := <-s.C:
+			if !ok {
+				t.Fatalf("C closed: %v", s.Err())
+			}
+			m.Release()
+		case <-time.After(time.Millisecond):
+		case <-timeout.C:
+			t.Fatalf("no restart counted: %+v", s.Stats())
+		}
+	}
 	expectMessages(t, s, 100)
 	st := s.Stats()
 	t.Logf("publisher down %v; receiving again %v after it restarted; stats %+v", restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond), st)

@@ -192,10 +192,20 @@ func (e *Endpoint) PostRecv(r *Region, segs []Segment) (int, error) {
 // how many were posted. The memory must stay untouched until each send's
 // completion.
 func (e *Endpoint) PostSend(r *Region, segs []Segment) (int, error) {
+	return e.PostSendInject(r, segs, 0)
+}
+
+// PostSendInject is PostSend, but segments of at most inject bytes go with
+// fi_inject (inject at most Info.InjectSize): their data is copied before
+// the call returns and they complete without a completion entry, so the
+// caller counts them done at once. A completion is a write and a read on
+// the queue's wait descriptor on the tcp provider, about 7 µs on a small
+// VM where a system call costs 1-3 µs.
+func (e *Endpoint) PostSendInject(r *Region, segs []Segment, inject int) (int, error) {
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	res := C.netio_post_sends(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	res := C.netio_post_sends(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), C.uint64_t(max(inject, 0)))
 	return int(res.posted), checkSize("fi_send", res.ret)
 }
 

@@ -161,12 +161,16 @@ static inline netio_post_result netio_post_recvs(struct fid_ep *ep, char *base, 
 	return r;
 }
 
-// netio_post_sends is netio_post_recvs for sends.
-static inline netio_post_result netio_post_sends(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n) {
+// netio_post_sends is netio_post_recvs for sends. Segments of at most
+// inject bytes go with fi_inject: copied before it returns, no completion.
+static inline netio_post_result netio_post_sends(struct fid_ep *ep, char *base, void *desc, const netio_segment *segs, size_t n, uint64_t inject) {
 	netio_post_result r = {0, 0};
 	for (; r.posted < n; r.posted++) {
 		const netio_segment *s = &segs[r.posted];
-		r.ret = fi_send(ep, base + s->offset, s->len, desc, 0, (void *)(uintptr_t)s->token);
+		if (inject && s->len <= inject)
+			r.ret = fi_inject(ep, base + s->offset, s->len, 0);
+		else
+			r.ret = fi_send(ep, base + s->offset, s->len, desc, 0, (void *)(uintptr_t)s->token);
 		if (r.ret) break;
 	}
 	return r;

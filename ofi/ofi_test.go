@@ -394,3 +394,59 @@ func TestCHeapInUse(t *testing.T) {
 		t.Fatalf("C heap in use %d after the pair closed, %d while it was open", after, open)
 	}
 }
+
+// Segments up to the inject limit go with fi_inject: they arrive like the
+// others, in order, but complete without a completion entry, so the first
+// send completion the client sees is the one of the larger send after it.
+func TestPostSendInject(t *testing.T) {
+	const size = 4096
+	recvs := []ofi.Segment{{Offset: 0, Len: size, Token: 100}, {Offset: size, Len: size, Token: 101}}
+	p, err := ofipair.New(ofipair.Options{ServerRecv: recvs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mem := p.Client.Region.Bytes()
+	for i := range mem[:2*size] {
+		mem[i] = byte(i * 7)
+	}
+	sends := []ofi.Segment{{Offset: 0, Len: 64, Token: 1}, {Offset: size, Len: 200, Token: 2}}
+	if k, err := p.Client.Endpoint.PostSendInject(p.Client.Region, sends, 64); k != 2 || err != nil {
+		t.Fatalf("PostSendInject: %d, %v", k, err)
+	}
+	var got []ofi.Completion
+	var sent *ofi.Completion
+	buf := make([]ofi.Completion, 4)
+	deadline := time.Now().Add(hangTimeout)
+	for (len(got) < 2 || sent == nil) && time.Now().Before(deadline) {
+		k, err := p.Client.CQ.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 && sent == nil {
+			c := buf[0]
+			sent = &c
+		}
+		k, err = p.Server.CQ.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:k]...)
+	}
+	if len(got) != 2 || sent == nil {
+		t.Fatalf("%d receives and send completion %v, want 2 and one", len(got), sent)
+	}
+	if sent.Token != 2 || sent.Flags&ofi.FlagSend == 0 {
+		t.Errorf("first send completion %+v, want the larger send's (token 2): the injected one has none", *sent)
+	}
+	for i, c := range got {
+		s := sends[i]
+		if c.Token != uint64(100+i) || c.Len != s.Len {
+			t.Fatalf("receive %d: %+v, want token %d and %d bytes", i, c, 100+i, s.Len)
+		}
+		want := mem[s.Offset : s.Offset+s.Len]
+		if b := p.Server.Region.Bytes()[i*size : i*size+int(c.Len)]; !bytes.Equal(b, want) {
+			t.Fatalf("message %d corrupted", i)
+		}
+	}
+}
