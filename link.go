@@ -580,9 +580,13 @@ func (l *link) pollCQ() bool {
 			l.rxNotify = false
 			l.notify(&l.rx.waiting, l.rx.wake)
 		}
-		if l.sliced() {
+		switch {
+		case l.sliced():
 			l.postLater = true // after the latency-sensitive links' turn
-		} else {
+		case l.urgent() && l.sizes.softCopy:
+			e.urgentAt = time.Now() // bulk links keep to their slice (slice.go)
+			l.service()
+		default:
 			l.service()
 		}
 	}
