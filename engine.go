@@ -39,11 +39,6 @@ type engine struct {
 	setupTimer *reactor.Timer
 	setupNext  time.Time // when setupTimer fires; zero if stopped
 
-	// urgentAt is when a latency-sensitive link last completed anything:
-	// bulk links post beyond their slice only once it is quietFor past
-	// (slice.go).
-	urgentAt time.Time
-
 	paused     []*fabricRes // fabrics whose event queue waits out a lack of descriptors (eqpause.go)
 	pauseTimer *reactor.Timer
 	pauseFor   time.Duration // the current pause; doubles while it lasts

@@ -580,13 +580,9 @@ func (l *link) pollCQ() bool {
 			l.rxNotify = false
 			l.notify(&l.rx.waiting, l.rx.wake)
 		}
-		switch {
-		case l.sliced():
+		if l.sliced() {
 			l.postLater = true // after the latency-sensitive links' turn
-		case l.urgent() && l.sizes.softCopy:
-			e.urgentAt = time.Now() // bulk links keep to their slice (slice.go)
-			l.service()
-		default:
+		} else {
 			l.service()
 		}
 	}

@@ -1,9 +1,6 @@
 package netio
 
-import (
-	"strings"
-	"time"
-)
+import "strings"
 
 // On providers that copy data in software (libfabric's tcp and sockets),
 // the reactor thread itself moves every byte: a send is written to the
@@ -20,35 +17,10 @@ import (
 //
 // On hardware providers (verbs) the NIC moves the data and a post costs the
 // same whatever its size: nothing is held back there.
-//
-// The slice is there for latency-sensitive traffic, and costs bulk traffic
-// when there is none: with pages as large as the slice (1 MiB by default)
-// it leaves one send posted, so every page takes a poll round of its own,
-// with its completion and its reader's wake-up, where the provider would
-// otherwise move several per round. So while no LowLatency link of the
-// process has done anything for quietFor, a bulk link may keep
-// quietSends sends posted whatever their size: a small message that
-// arrives then waits for two pages at most, and from then on the slice
-// holds again. BenchmarkBuffered/1MiB/netio-ht in one process, 5 runs
-// alternated on a loaded 2-core machine, 2026-11-23: one send posted 1059
-// MB/s median (943-1412), two 1447 (1185-1587), no cap 1507 (1421-1792);
-// the cap held in BenchmarkMixed's loaded phase (no cap there: LowLatency
-// round trips 5-35x idle instead of 2-7x).
 
 // sliceBytes is how many bytes of data sends a link keeps posted at most on
 // a provider that copies in software, unless a single send is larger.
 const sliceBytes = 256 << 10
-
-// quietSends is how many data sends a bulk link on a software-copy
-// provider may keep posted, whatever their size, while latency-sensitive
-// links are quiet.
-const quietSends = 2
-
-// quietFor is how long the process's LowLatency links must have done
-// nothing for bulk links to post beyond the slice: a few loaded round
-// trips (150-450 µs cross-process under BenchmarkMixed), so that a
-// conversation going on keeps the slice.
-const quietFor = time.Millisecond
 
 // copiesInSoftware reports whether provider moves data on the calling
 // thread: a socket provider, possibly under a utility layer ("tcp;ofi_rxm").
@@ -63,20 +35,10 @@ func copiesInSoftware(provider string) bool {
 }
 
 // mayPost reports whether a data send of n bytes may be posted now: on a
-// software-copy provider, when nothing is in flight, when it fits in the
-// slice with what is, or when fewer than quietSends are in flight and the
-// latency-sensitive links are quiet.
+// software-copy provider, when nothing is in flight or it fits in the
+// slice with what is.
 func (l *link) mayPost(n int) bool {
-	if !l.sliced() || l.txInFlight == 0 || l.txInFlight+n <= sliceBytes {
-		return true
-	}
-	return l.txPosted-l.tx.done.Load() < quietSends && l.eng.urgentQuiet(time.Now())
-}
-
-// urgentQuiet reports whether no latency-sensitive link has done anything
-// for quietFor by now.
-func (e *engine) urgentQuiet(now time.Time) bool {
-	return now.Sub(e.urgentAt) >= quietFor
+	return !l.sliced() || l.txInFlight == 0 || l.txInFlight+n <= sliceBytes
 }
 
 // urgent is the link as the engine schedules it: LowLatency links first.
