@@ -66,7 +66,7 @@ func parentMain(args []string) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "fewer sizes ("+sizeList(quickSizes)+"), 0.2 s + 0.5 s points, one repeat; results in results/quick")
 	sizes := fs.String("sizes", "", "comma-separated message sizes in bytes (default: 8 B to 1 MiB)")
-	modes := fs.String("modes", "", "comma-separated modes to run (default: all); stream: "+modeNames(streamModes)+"; round trip: "+modeNames(latencyModes)+"; publish/subscribe (64 B and 4 KiB, whatever -sizes says): "+modeNames(pubsubModes)+", or pubsub for all of them; a run of publish/subscribe modes alone writes pubsub.{md,json} instead of compare.*")
+	modes := fs.String("modes", "", "comma-separated modes to run (default: all but the opt-in ones); stream: "+modeNames(streamModes)+"; opt-in stream: "+modeNames(optInModes)+"; round trip: "+modeNames(latencyModes)+"; publish/subscribe (64 B and 4 KiB, whatever -sizes says): "+modeNames(pubsubModes)+", or pubsub for all of them; a run of publish/subscribe modes alone writes pubsub.{md,json} instead of compare.*")
 	repeat := fs.Int("repeat", 0, "runs per point (default 3, quick 1)")
 	warmup := fs.Duration("warmup", 0, "uncounted warm-up per run (default 300ms, quick 200ms)")
 	measure := fs.Duration("measure", 0, "measured time per run (default 1s, quick 500ms)")

@@ -274,7 +274,17 @@ func ofiReceiver(a *childArgs, announce func(string)) (*Result, error) {
 	}
 }
 
-func ofiSender(a *childArgs) (*Result, error) {
+func ofiSender(a *childArgs) (*Result, error) { return ofiSend(a, false) }
+
+// ofiCopySender is ofiSender copying each message into its send slot from
+// a buffer of its own before it posts it, as any API that takes the
+// caller's bytes and returns before they are sent must (netio's Write,
+// net.Conn's): bare libfabric's rate with the one copy that netio HT's
+// Write makes, where ofiSender sends the same registered bytes over and
+// over and writes only their sequence number.
+func ofiCopySender(a *childArgs) (*Result, error) { return ofiSend(a, true) }
+
+func ofiSend(a *childArgs, copied bool) (*Result, error) {
 	size := a.Size
 	w := ofiWindow(size)
 	creditOff := w * size
@@ -298,6 +308,7 @@ func ofiSender(a *childArgs) (*Result, error) {
 	pw := int(binary.LittleEndian.Uint32(c.peer)) // the receiver's window
 	mem := c.region.Bytes()
 	copy(mem, payload(creditOff))
+	msg := payload(size)
 	free := make([]uint64, 0, w) // send slots
 	for i := w - 1; i >= 0; i-- {
 		free = append(free, uint64(i))
@@ -312,7 +323,12 @@ func ofiSender(a *childArgs) (*Result, error) {
 			slot := free[len(free)-1]
 			free = free[:len(free)-1]
 			off := slot * uint64(size)
-			binary.LittleEndian.PutUint64(mem[off:], seq)
+			if copied {
+				binary.LittleEndian.PutUint64(msg, seq)
+				copy(mem[off:off+uint64(size)], msg)
+			} else {
+				binary.LittleEndian.PutUint64(mem[off:], seq)
+			}
 			segs = append(segs, ofi.Segment{Offset: off, Len: uint64(size), Token: slot})
 			seq++
 		}
