@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -395,7 +396,8 @@ func (r *report) Markdown() string {
 	w("- method: every run is a fresh sender process and a fresh receiver process on 127.0.0.1; the rate is timed at the receiver over %v after a %v warm-up that is not counted (both start at the first message); payload bytes only (no headers or length prefixes); each point is run %s (all systems of one size taking turns, so that a slow spell of this shared machine does not fall on one point alone), cells show the median and, in brackets, the min-max of the runs. Every message carries a sequence number that the receiver checks, so every row is lossless and in order.\n\n",
 		r.Measure, r.Warmup, times(r.Repeat))
 
-	sm := modesIn(streamModes, r.Stream)
+	// The opt-in rows, when a run has them, go under the default ones.
+	sm := modesIn(append(slices.Clone(streamModes), optInModes...), r.Stream)
 	if len(sm) > 0 {
 		w("## One-way stream\n\nMessages/s up to 4 KiB, payload Gbit/s from 64 KiB.\n\n")
 		w("| system |")
