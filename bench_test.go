@@ -49,24 +49,7 @@ func BenchmarkRoundTrip64(b *testing.B) {
 	})
 	b.Run("netio-onmessage", func(b *testing.B) {
 		// The server answers from the reactor, NetIO's low-latency receive socket.
-		ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithOnMessage(func(c *netio.Conn, msg []byte) { c.Write(msg) }))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ln.Close()
-		accepted := make(chan *netio.Conn, 1)
-		go func() {
-			s, _ := ln.AcceptConn()
-			accepted <- s
-		}()
-		c, err := netio.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		if s := <-accepted; s != nil {
-			defer s.Close()
-		}
+		c := onMessageEcho(b)
 		pingPong(b, c, c.ReadMessage)
 	})
 	b.Run("ofi", func(b *testing.B) {
@@ -156,6 +139,30 @@ func reportWakes(b *testing.B, before reactor.Stats, parksBefore uint64) {
 	b.ReportMetric(float64(after.Wakeups-before.Wakeups)/float64(b.N), "wakes/op")
 	b.ReportMetric(float64(after.DoorbellWrites-before.DoorbellWrites)/float64(b.N), "doorbells/op")
 	b.ReportMetric(float64(netio.ReaderParks()-parksBefore)/float64(b.N), "parks/op")
+}
+
+// onMessageEcho dials a listener that echoes every message from its
+// OnMessage callback, on the reactor; the connections close with b.
+func onMessageEcho(b *testing.B) *netio.Conn {
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithOnMessage(func(c *netio.Conn, msg []byte) { c.Write(msg) }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *netio.Conn, 1)
+	go func() {
+		s, _ := ln.AcceptConn()
+		accepted <- s
+	}()
+	c, err := netio.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	if s := <-accepted; s != nil {
+		b.Cleanup(func() { s.Close() })
+	}
+	return c
 }
 
 func echoMessages(c *netio.Conn) {

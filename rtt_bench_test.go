@@ -4,8 +4,6 @@ import (
 	"io"
 	"testing"
 	"time"
-
-	"github.com/netio-go/netio"
 )
 
 // rttTurn is how many round trips one connection of
@@ -35,24 +33,7 @@ func BenchmarkRoundTripInterleaved(b *testing.B) {
 	nc, ns := pair(b)
 	go echoMessages(ns)
 
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithOnMessage(func(c *netio.Conn, msg []byte) { c.Write(msg) }))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan *netio.Conn, 1)
-	go func() {
-		s, _ := ln.AcceptConn()
-		accepted <- s
-	}()
-	oc, err := netio.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer oc.Close()
-	if s := <-accepted; s != nil {
-		defer s.Close()
-	}
+	oc := onMessageEcho(b)
 
 	type conn struct {
 		name  string
