@@ -185,6 +185,7 @@ type Reactor struct {
 	bellClosed bool
 
 	epfd        int
+	park        *parkedWait // nil unless GOMAXPROCS was 1 at New
 	spin        time.Duration
 	callPoll    time.Duration // how long a Call may poll; 0: never
 	maxPollers  int32         // how many Calls may poll at once
@@ -283,6 +284,13 @@ func New(cfg *Config) (*Reactor, error) {
 		owned:      make(map[*fdObj]struct{}),
 		epoch:      time.Now(),
 	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		if r.park, err = newParkedWait(r); err != nil {
+			unix.Close(bell)
+			unix.Close(epfd)
+			return nil, err
+		}
+	}
 	r.ring.init(size)
 	started := make(chan struct{})
 	go r.loop(started)
@@ -342,7 +350,12 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		}
 		r.stats.sleeps.Add(1)
 		r.inWait.Store(true)
-		n := r.wait(-1)
+		var n int
+		if r.park != nil {
+			n = r.park.wait()
+		} else {
+			n = r.wait(-1)
+		}
 		r.inWait.Store(false)
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
@@ -692,6 +705,9 @@ func (r *Reactor) cleanup() {
 	unix.Close(r.bellfd)
 	r.bellMu.Unlock()
 	unix.Close(r.epfd)
+	if r.park != nil {
+		r.park.close()
+	}
 
 	// Drop queued tasks so that they can be collected. The loop has
 	// exited, so this goroutine is now the only consumer.
