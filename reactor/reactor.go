@@ -13,7 +13,10 @@
 //     the loop is asleep or about to sleep, so a busy reactor costs them no
 //     system call, and a burst of submits to a sleeping reactor costs one.
 //     Waking a sleeping thread costs tens of microseconds; that is what the
-//     spinning and the coalesced doorbell avoid.
+//     spinning and the coalesced doorbell avoid. With one P (GOMAXPROCS=1)
+//     the loop does not spin and sleeps in Go's network poller instead, so
+//     that the P it would hold in epoll_wait runs other goroutines
+//     (parkedwait.go).
 //   - Pollers are sources that progress only when called (libfabric's
 //     manual progress): they are polled on every iteration and asked
 //     (TryWait, libfabric's fi_trywait) whether sleeping is safe.
