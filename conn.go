@@ -91,6 +91,11 @@ func (c *Conn) sized(l *link) error {
 	s := &c.send
 	s.frames = f.writer(l.tx.bufSize - headerSize)
 	s.maxSend = l.sizes.maxSend
+	s.appendMax = s.maxSend
+	if w, ok := s.frames.(*pageWriter); ok && w.f.kind == kindPage && w.f.packed && l.sizes.lend {
+		s.lend = true
+		s.appendMax = min(s.maxSend, lendMin-1)
+	}
 	if s.pack = s.frames.packs(); s.pack {
 		l.packed = s
 	}

@@ -26,3 +26,7 @@ func ReaderParks() uint64 {
 // ProtocolLevel is the version byte of netio's hello, for tests that
 // write hellos by hand.
 const ProtocolLevel = protocolLevel
+
+// Lends reports whether a Write of n bytes on c goes from the caller's
+// memory (lent.go).
+func Lends(c *Conn, n int) bool { return c.send.lends(n) }

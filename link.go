@@ -92,6 +92,7 @@ type linkSizes struct {
 	msgMax     int    // largest buffer the provider carries
 	inject     int    // sends of at most this many bytes go with fi_inject
 	softCopy   bool   // the provider copies data in software (slice.go)
+	lend       bool   // large payloads may go from the writer's memory (lent.go)
 }
 
 // linkResources are the libfabric objects a link holds.
@@ -186,6 +187,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	// -> 3.95x, OnMessage 3.14x -> 2.71x; cross-process make compare
 	// rtt-netio, 4 runs: 146 -> 119 µs against Go TCP's 30-37).
 	l.sizes.inject = min(info.InjectSize(), maxInject)
+	l.sizes.lend = !info.NeedsRegistration() && info.SendIOVLimit() >= 2
 	if m := info.MaxMsgSize(); m >= minBufferSize && m < maxBufferSize {
 		l.sizes.msgMax = int(m)
 	}
@@ -335,7 +337,7 @@ func (l *link) setPeer(h hello) error {
 	if l.res.txRegion, err = l.res.dom.domain.NewRegion(slots * bufSize); err != nil {
 		return err
 	}
-	l.tx = sendQueue{mem: l.res.txRegion.Bytes(), bufSize: bufSize, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	l.tx = sendQueue{mem: l.res.txRegion.Bytes(), bufSize: bufSize, slots: slots, lens: make([]uint32, slots), tails: make([][]byte, slots), lent: make([]atomic.Uint32, slots), wake: l.tx.wake}
 	l.txCompleted = make([]bool, slots)
 	return l.owner.sized(l)
 }
@@ -644,6 +646,10 @@ func (l *link) onSent(slot uint32) {
 	}
 	l.txCompleted[slot] = true
 	l.txInFlight -= int(l.tx.lens[slot])
+	if l.tx.lent[slot].Load() != lentNone {
+		l.tx.tails[slot] = nil
+		l.tx.lent[slot].Store(lentNone) // the writer's memory is its own again
+	}
 	slots := uint64(l.tx.slots)
 	done := l.tx.done.Load()
 	for l.txCompleted[done%slots] && done < l.txPosted {
@@ -783,54 +789,24 @@ func (l *link) service() {
 		l.packed.sealOpen() // what was written while the sends went out, in one
 	}
 	// Data, as far as the window allows: it keeps one credit back.
-	segs = segs[:0]
-	head := l.tx.head.Load()
-	slots := uint64(l.tx.slots)
-	for l.txPosted < head && len(l.ctlOut) == 0 {
-		slot := int(l.txPosted % slots)
-		if !l.mayPost(int(l.tx.lens[slot])) {
+	posted := false
+	for {
+		var tail []byte
+		segs, tail = l.gatherData(segs[:0])
+		if len(segs) == 0 {
 			break
 		}
-		give, ok := l.credit.take(dataSend)
-		if !ok {
-			break
-		}
-		putCredits(l.tx.mem[slot*l.tx.bufSize:], give)
-		l.gives = append(l.gives, give)
-		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
-		l.txPosted++
-		l.txInFlight += int(l.tx.lens[slot])
-	}
-	if len(segs) > 0 {
-		n, err := res.ep.PostSendInject(res.txRegion, segs, l.sizes.inject)
-		l.stats.buffersSent.Add(uint64(n))
-		// What did not go out (a full queue, EAGAIN on verbs) is taken
-		// back, credits and all, and posted after the next completion.
-		for i, g := range l.gives[n:] {
-			l.credit.undo(g)
-			l.txPosted--
-			l.txInFlight -= int(segs[n+i].Len)
-		}
-		l.gives = l.gives[:0]
-		// Injected sends were copied and have no completion: done now.
-		// No completion brings the reactor back either, for what was
-		// written meanwhile into the open buffer (packing.go): a kick
-		// does, on its next round.
-		injected := false
-		for _, sg := range segs[:n] {
-			if int(sg.Len) <= l.sizes.inject {
-				l.onSent(uint32(sg.Token))
-				injected = true
-			}
-		}
-		if injected {
-			l.kick()
-		}
-		if err != nil && !errors.Is(err, ofi.EAGAIN) {
+		all, err := l.postData(segs, tail)
+		posted = true
+		if err != nil {
 			l.fail(err)
 			return
 		}
+		if !all {
+			break
+		}
 	}
+	e.segBuf = segs[:0]
 	e.segBuf = segs[:0]
 	if l.hb.pending { // its turn came without a credit or slot for it
 		l.sendHeartbeat()
@@ -850,9 +826,103 @@ func (l *link) service() {
 	case l.shutWrite:
 		l.sendFin()
 	}
-	if len(segs) > 0 || l.credit.owing() {
+	if posted || l.credit.owing() {
 		e.markDirty(l)
 	}
+}
+
+// gatherData takes the published send buffers that the window and the
+// slice allow, in order, into segs, up to the first whose payload lies in
+// the writer's memory (lent.go): that one goes alone, with its tail.
+func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
+	head := l.tx.head.Load()
+	slots := uint64(l.tx.slots)
+	for l.txPosted < head && len(l.ctlOut) == 0 {
+		slot := int(l.txPosted % slots)
+		lent := &l.tx.lent[slot]
+		st := lent.Load()
+		if st != lentNone && len(segs) > 0 || st == lentTaken {
+			break // a lent one goes alone; a taken one is being copied in
+		}
+		if !l.mayPost(int(l.tx.lens[slot])) {
+			l.stallLent(lent, st)
+			break
+		}
+		give, ok := l.credit.take(dataSend)
+		if !ok {
+			l.stallLent(lent, st)
+			break
+		}
+		if st != lentNone && !lent.CompareAndSwap(st, lentPosted) {
+			l.credit.undo(give) // the writer took it back: it kicks once copied
+			break
+		}
+		putCredits(l.tx.mem[slot*l.tx.bufSize:], give)
+		l.gives = append(l.gives, give)
+		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
+		l.txPosted++
+		l.txInFlight += int(l.tx.lens[slot])
+		if st != lentNone {
+			tail := l.tx.tails[slot]
+			segs[0].Len -= uint64(len(tail)) // the header part, in the buffer
+			return segs, tail
+		}
+	}
+	return segs, nil
+}
+
+// stallLent tells the writer of a lent buffer that it waits for credit
+// (or for the slice): the writer copies it in and returns, as a Write
+// that copies would have (lent.go).
+func (l *link) stallLent(lent *atomic.Uint32, st uint32) {
+	if st == lentWaiting && lent.CompareAndSwap(lentWaiting, lentStalled) {
+		l.notify(&l.tx.waiting, l.tx.wake)
+	}
+}
+
+// postData posts what gatherData took and reports whether all of it went
+// out; what did not (a full queue, EAGAIN on verbs) is taken back, credits
+// and all, and posted after the next completion.
+func (l *link) postData(segs []ofi.Segment, tail []byte) (bool, error) {
+	res := &l.res
+	var n int
+	var err error
+	if tail != nil {
+		if err = res.ep.PostSendTail(res.txRegion, segs[0], tail); err == nil {
+			n = 1
+		}
+	} else {
+		n, err = res.ep.PostSendInject(res.txRegion, segs, l.sizes.inject)
+	}
+	l.stats.buffersSent.Add(uint64(n))
+	for i, g := range l.gives[n:] {
+		slot := segs[n+i].Token &^ tokSend
+		l.credit.undo(g)
+		l.txPosted--
+		l.txInFlight -= int(l.tx.lens[slot])
+		if tail != nil {
+			l.tx.lent[slot].Store(lentWaiting)
+		}
+	}
+	l.gives = l.gives[:0]
+	// Injected sends were copied and have no completion: done now.
+	// No completion brings the reactor back either, for what was
+	// written meanwhile into the open buffer (packing.go): a kick
+	// does, on its next round.
+	injected := false
+	for _, sg := range segs[:n] {
+		if tail == nil && int(sg.Len) <= l.sizes.inject {
+			l.onSent(uint32(sg.Token))
+			injected = true
+		}
+	}
+	if injected {
+		l.kick()
+	}
+	if err != nil && !errors.Is(err, ofi.EAGAIN) {
+		return false, err
+	}
+	return n == len(segs), nil
 }
 
 // sendOwnerControl queues a control message of the owner's: kind and a

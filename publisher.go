@@ -390,6 +390,7 @@ func (pl *pubLink) sized(l *link) error {
 	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
 	pl.frames = s.frames.(*pageWriter)
 	s.maxSend = l.sizes.maxSend
+	s.appendMax = s.maxSend
 	if s.pack = s.frames.packs(); s.pack {
 		l.packed = s
 	}

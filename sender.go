@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,6 +35,12 @@ type sender struct {
 	msgs    uint64        // messages written
 	bytes   uint64        // their bytes
 	maxSend int           // set once at connect
+	lend    bool          // large messages go from the caller's memory (lent.go); set at connect
+	// appendMax is the largest message the fast paths append: maxSend,
+	// or below lendMin when large ones are lent. Set at connect.
+	appendMax int
+	tail      []byte // what of the buffer being sealed lies in the caller's memory
+	pin       runtime.Pinner
 
 	deadline atomic.Int64 // Unix ns; 0 is none
 }
@@ -57,7 +64,7 @@ const (
 // Both framings are pages: through the assertion appendWhole is a direct
 // call, not an interface one.
 func (s *sender) write(p []byte) (int, error) {
-	if w, ok := s.frames.(*pageWriter); s.gate.lock() && ok && s.open && len(p) <= s.maxSend && w.appendWhole(p) {
+	if w, ok := s.frames.(*pageWriter); s.gate.lock() && ok && s.open && len(p) <= s.appendMax && w.appendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
 		s.gate.unlock()
@@ -84,7 +91,7 @@ func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 	w, ok := s.frames.(*pageWriter)
 	clear = clear && ok
 	for i, p := range msgs {
-		if clear && s.open && len(p) <= s.maxSend && w.appendWhole(p) {
+		if clear && s.open && len(p) <= s.appendMax && w.appendWhole(p) {
 			s.msgs++
 			s.bytes += uint64(len(p))
 			continue
@@ -114,6 +121,9 @@ func (s *sender) writeLocked(ctx context.Context, p []byte, try bool) (int, erro
 	}
 	if try && !s.fits(len(p)) {
 		return 0, s.side.opError("write", ErrWouldBlock)
+	}
+	if !try && s.lends(len(p)) {
+		return s.writeLent(ctx, p)
 	}
 	return s.writeMessage(ctx, p)
 }
@@ -175,7 +185,12 @@ func (s *sender) openNext(ctx context.Context, cont uint64) error {
 // gate: by the writer, or by the reactor for a page that waited.
 func (s *sender) seal(cause flushCause) {
 	head := s.q.head.Load()
-	s.q.lens[head%uint64(s.q.slots)] = uint32(s.frames.seal())
+	slot := head % uint64(s.q.slots)
+	s.q.lens[slot] = uint32(s.frames.seal())
+	if s.tail != nil {
+		s.q.tails[slot], s.tail = s.tail, nil
+		s.q.lent[slot].Store(lentWaiting)
+	}
 	s.open = false
 	if s.pack {
 		s.sealed()

@@ -29,6 +29,13 @@ type Stats struct {
 	// CreditWait is the time writes spent waiting for a free send buffer,
 	// that is for the peer to return credit.
 	CreditWait time.Duration
+	// MessagesLent counts the large messages that went out from the
+	// writer's own memory instead of being copied in (on providers that
+	// need no registration of local memory, as tcp); LentCopiedBack the
+	// send buffers of such messages copied in after all, because the peer
+	// had no buffer free for them and Write does not wait for one.
+	MessagesLent   uint64
+	LentCopiedBack uint64
 }
 
 // connStats is where a Conn's sides publish their counters; each field has
@@ -42,6 +49,8 @@ type connStats struct {
 	buffersReceived  atomic.Uint64
 	flushes          [flushCauses]atomic.Uint64
 	creditWait       atomic.Int64
+	messagesLent     atomic.Uint64
+	lentCopied       atomic.Uint64
 }
 
 // Stats returns the connection's counters. It may be called at any time,
@@ -60,5 +69,7 @@ func (c *Conn) Stats() Stats {
 		FlushesExplicit:  s.flushes[flushExplicit].Load(),
 		FlushesIdle:      s.flushes[flushIdle].Load(),
 		CreditWait:       time.Duration(s.creditWait.Load()),
+		MessagesLent:     s.messagesLent.Load(),
+		LentCopiedBack:   s.lentCopied.Load(),
 	}
 }

@@ -209,6 +209,24 @@ func (e *Endpoint) PostSendInject(r *Region, segs []Segment, inject int) (int, e
 	return int(res.posted), checkSize("fi_send", res.ret)
 }
 
+// PostSendTail posts one send of seg's bytes of r followed by tail, in
+// one message: a header from a registered region and a payload sent from
+// where it lies, without copying it in. Only where Info.NeedsRegistration
+// is false (tail has no descriptor) and Info.SendIOVLimit is at least 2.
+// tail's memory is the provider's until the send's completion (or until
+// the endpoint is closed): the caller keeps it untouched and, for Go
+// memory, pinned (runtime.Pinner) for that long.
+func (e *Endpoint) PostSendTail(r *Region, seg Segment, tail []byte) error {
+	if err := r.checkSegments([]Segment{seg}); err != nil {
+		return err
+	}
+	if len(tail) == 0 {
+		return fmt.Errorf("ofi: PostSendTail with an empty tail")
+	}
+	ret := C.netio_send_tail(e.c, (*C.char)(unsafe.Pointer(&r.mem[seg.Offset])), C.size_t(seg.Len), r.desc, unsafe.Pointer(&tail[0]), C.size_t(len(tail)), C.uint64_t(seg.Token))
+	return checkSize("fi_sendv", ret)
+}
+
 func (r *Region) checkSegments(segs []Segment) error {
 	size := uint64(len(r.mem))
 	for i := range segs {

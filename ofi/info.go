@@ -143,6 +143,9 @@ func (i *Info) RxSize() int { return int(i.c.rx_attr.size) }
 // InjectSize is the largest message fi_inject accepts.
 func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
 
+// SendIOVLimit is how many pieces of memory one send may gather.
+func (i *Info) SendIOVLimit() int { return int(i.c.tx_attr.iov_limit) }
+
 // MaxMsgSize is the largest message one send may carry.
 func (i *Info) MaxMsgSize() uint64 { return uint64(i.c.ep_attr.max_msg_size) }
 

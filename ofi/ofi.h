@@ -176,6 +176,17 @@ static inline netio_post_result netio_post_sends(struct fid_ep *ep, char *base, 
 	return r;
 }
 
+// netio_send_tail posts one send of head_len bytes at head, in a region
+// with descriptor desc, followed by tail_len bytes at tail, memory of no
+// region: only for providers that do not need local registration. The
+// iovec array is the provider's to copy during the call; the memory it
+// points at stays in use until the send's completion.
+static inline ssize_t netio_send_tail(struct fid_ep *ep, char *head, size_t head_len, void *desc, void *tail, size_t tail_len, uint64_t token) {
+	struct iovec iov[2] = {{head, head_len}, {tail, tail_len}};
+	void *descs[2] = {desc, NULL};
+	return fi_sendv(ep, iov, descs, 2, 0, (void *)(uintptr_t)token);
+}
+
 static inline ssize_t netio_cq_read(struct fid_cq *cq, void *buf, size_t count) {
 	return fi_cq_read(cq, buf, count);
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -448,5 +449,60 @@ func TestPostSendInject(t *testing.T) {
 		if b := p.Server.Region.Bytes()[i*size : i*size+int(c.Len)]; !bytes.Equal(b, want) {
 			t.Fatalf("message %d corrupted", i)
 		}
+	}
+}
+
+// A header from the region and a tail from Go memory arrive as one message
+// in one receive buffer, and the send completes once with its token.
+func TestPostSendTail(t *testing.T) {
+	const size = 1 << 20
+	recvs := []ofi.Segment{{Offset: 0, Len: size, Token: 100}}
+	p, err := ofipair.New(ofipair.Options{ServerRecv: recvs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Client.Info.NeedsRegistration() || p.Client.Info.SendIOVLimit() < 2 {
+		t.Skipf("provider %s needs registered memory or takes one iovec", p.Client.Info.Provider())
+	}
+	mem := p.Client.Region.Bytes()
+	copy(mem, "header: ")
+	tail := make([]byte, size/2+3)
+	for i := range tail {
+		tail[i] = byte(i * 13)
+	}
+	var pin runtime.Pinner
+	pin.Pin(&tail[0])
+	defer pin.Unpin()
+	if err := p.Client.Endpoint.PostSendTail(p.Client.Region, ofi.Segment{Offset: 0, Len: 8, Token: 7}, tail); err != nil {
+		t.Fatal(err)
+	}
+	var sent, got []ofi.Completion
+	buf := make([]ofi.Completion, 4)
+	deadline := time.Now().Add(hangTimeout)
+	for (len(got) < 1 || len(sent) < 1) && time.Now().Before(deadline) {
+		k, err := p.Client.CQ.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, buf[:k]...)
+		k, err = p.Server.CQ.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:k]...)
+	}
+	if len(sent) != 1 || sent[0].Token != 7 || sent[0].Flags&ofi.FlagSend == 0 {
+		t.Fatalf("send completions %+v, want one with token 7", sent)
+	}
+	if len(got) != 1 || got[0].Token != 100 || got[0].Len != uint64(8+len(tail)) {
+		t.Fatalf("receives %+v, want one of %d bytes with token 100", got, 8+len(tail))
+	}
+	want := append([]byte("header: "), tail...)
+	if !bytes.Equal(p.Server.Region.Bytes()[:len(want)], want) {
+		t.Fatal("header and tail did not arrive as sent")
+	}
+	if err := p.Client.Endpoint.PostSendTail(p.Client.Region, ofi.Segment{Offset: 0, Len: 8}, nil); err == nil {
+		t.Error("PostSendTail with no tail: no error")
 	}
 }

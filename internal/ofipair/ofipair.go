@@ -20,6 +20,7 @@ type Side struct {
 	CQ       *ofi.CQ
 	Endpoint *ofi.Endpoint
 	Region   *ofi.Region
+	Info     *ofi.Info // what the endpoint was opened with
 }
 
 // Pair is a connected client and server on one fabric.
@@ -162,6 +163,7 @@ func New(o Options) (p *Pair, err error) {
 }
 
 func (s *Side) open(f *ofi.Fabric, info *ofi.Info, regionSize int, token uint64) (err error) {
+	s.Info = info
 	if s.Domain, err = f.OpenDomain(info); err != nil {
 		return err
 	}
