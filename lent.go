@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -145,6 +146,20 @@ func (s *sender) awaitLent(first, end uint64) error {
 			c.stopWaiting(&q.waiting)
 			return nil
 		}
+		if s.l.life.ended.Load() {
+			// The link failed and polls its completion queue no more, so
+			// a posted send will not complete; its endpoint stays open
+			// until Close, which may never come from a writer blocked
+			// here. Return, leaving the slice pinned to the link until
+			// the endpoint is closed: it cannot be freed while the
+			// provider may still point at it (on tcp, whose progress is
+			// manual, nothing reads it without the completion queue
+			// being polled).
+			c.stopWaiting(&q.waiting)
+			s.l.holdPinned(s.pin)
+			s.pin = runtime.Pinner{}
+			return s.deadErr()
+		}
 		err := q.wake.wait()
 		c.stopWaiting(&q.waiting)
 		switch {
@@ -179,4 +194,27 @@ func (s *sender) takeBack(seq uint64, st uint32) bool {
 	q.lent[slot].Store(lentNone)
 	s.stats.lentCopied.Add(1)
 	return true
+}
+
+// holdPinned keeps pin's objects pinned until the link's endpoint is
+// closed. Any goroutine.
+func (l *link) holdPinned(pin runtime.Pinner) {
+	if l.eng.r.SubmitFunc(func() {
+		if l.life.state == linkClosed {
+			pin.Unpin()
+			return
+		}
+		l.pinned = append(l.pinned, pin)
+	}) != nil {
+		pin.Unpin() // the reactor is gone, and so is every endpoint
+	}
+}
+
+// unpinAll releases what holdPinned kept, once the endpoint is closed.
+// On the reactor.
+func (l *link) unpinAll() {
+	for i := range l.pinned {
+		l.pinned[i].Unpin()
+	}
+	l.pinned = nil
 }

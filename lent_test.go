@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,5 +179,38 @@ func TestLentConcurrentWriters(t *testing.T) {
 	}
 	if st := c.Stats(); netio.Lends(c, 300<<10) && st.MessagesLent == 0 {
 		t.Error("no message was lent")
+	}
+}
+
+// A writer of large messages whose peer goes away gets an error instead of
+// waiting for sends that will not complete, before its own Close.
+func TestLentWritePeerGone(t *testing.T) {
+	for range 3 {
+		c, s := pair(t)
+		errc := make(chan error, 1)
+		go func() {
+			buf := make([]byte, 1<<20)
+			var err error
+			for err == nil {
+				_, err = c.Write(buf)
+			}
+			errc <- err
+		}()
+		got := make([]byte, 1<<20)
+		for range 3 {
+			if _, err := s.ReadMessage(got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("Write after the peer closed: %v, want EPIPE or ECONNRESET", err)
+			}
+		case <-time.After(hangTimeout):
+			t.Fatal("Write still blocked after the peer closed")
+		}
+		c.Close()
 	}
 }

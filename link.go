@@ -42,13 +42,14 @@ type link struct {
 	// Reactor only.
 	res         linkResources
 	dirty       bool
-	txPosted    uint64   // sends posted; txPosted-tx.done are in flight
-	txInFlight  int      // bytes of data sends posted and not completed
-	txCompleted []bool   // per send buffer: completed out of order
-	rxReclaim   []uint32 // receive buffers to post again without a reader
-	gives       []uint16 // credits carried by each send of the batch being posted
-	rxNotify    bool     // data arrived in this poll: wake the reader after it
-	postLater   bool     // a poll left service to the engine (slice.go)
+	txPosted    uint64           // sends posted; txPosted-tx.done are in flight
+	txInFlight  int              // bytes of data sends posted and not completed
+	txCompleted []bool           // per send buffer: completed out of order
+	rxReclaim   []uint32         // receive buffers to post again without a reader
+	gives       []uint16         // credits carried by each send of the batch being posted
+	pinned      []runtime.Pinner // writers' slices a failed link's provider may point at (lent.go)
+	rxNotify    bool             // data arrived in this poll: wake the reader after it
+	postLater   bool             // a poll left service to the engine (slice.go)
 	finSent     bool
 	finRecv     bool
 	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
@@ -1087,6 +1088,7 @@ func (l *link) releaseResources() {
 		res.ep.Close()
 		res.ep = nil
 	}
+	l.unpinAll() // no provider points at a writer's slice now (lent.go)
 	if res.cq != nil {
 		for i := 0; i < 16; i++ {
 			n, err := res.cq.Read(e.cqBuf[:])
