@@ -808,7 +808,6 @@ func (l *link) service() {
 		}
 	}
 	e.segBuf = segs[:0]
-	e.segBuf = segs[:0]
 	if l.hb.pending { // its turn came without a credit or slot for it
 		l.sendHeartbeat()
 	}

@@ -20,7 +20,7 @@ type sendQueue struct {
 	lens    []uint32 // bytes to send per buffer: written before head moves past it
 	// tails are, per buffer, nil or the last bytes of its lens that lie in
 	// the writer's memory instead of the buffer (lent.go); written with lens.
-	tails   []([]byte)
+	tails   [][]byte
 	lent    []atomic.Uint32 // per buffer, who has its tail: lentNone, lentWaiting, ...
 	head    atomic.Uint64
 	done    atomic.Uint64
