@@ -143,6 +143,35 @@ func (w *pageWriter) appendWhole(p []byte) bool {
 	return true
 }
 
+// appendAll is appendWhole for the leading messages of msgs, each at most
+// max bytes, that fit the open page; it returns how many it took and
+// their bytes. With the page's position in locals, a batch of 64 B
+// messages no longer stores it back per message: see writeBatch.
+func (w *pageWriter) appendAll(msgs [][]byte, max int) (n int, bytes uint64) {
+	if w.f.prefix != prefixSize {
+		for _, p := range msgs {
+			if len(p) > max || !w.appendWhole(p) {
+				break
+			}
+			n++
+			bytes += uint64(len(p))
+		}
+		return n, bytes
+	}
+	page, off := w.page, w.off
+	for _, p := range msgs {
+		if len(p) > max || len(page)-off < 2*prefixSize+len(p) {
+			break
+		}
+		binary.LittleEndian.PutUint64(page[off:], uint64(len(p)))
+		off += prefixSize + copy(page[off+prefixSize:], p)
+		n++
+		bytes += uint64(len(p))
+	}
+	w.off = off
+	return n, bytes
+}
+
 func (w *pageWriter) full() bool { return w.room() < w.f.prefix }
 
 func (w *pageWriter) seal() int {

@@ -90,13 +90,16 @@ func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 	defer s.unlock()
 	w, ok := s.frames.(*pageWriter)
 	clear = clear && ok
-	for i, p := range msgs {
-		if clear && s.open && len(p) <= s.appendMax && w.appendWhole(p) {
-			s.msgs++
-			s.bytes += uint64(len(p))
-			continue
+	for i := 0; i < len(msgs); i++ {
+		if clear && s.open {
+			n, bytes := w.appendAll(msgs[i:], s.appendMax)
+			s.msgs += uint64(n)
+			s.bytes += bytes
+			if i += n; i == len(msgs) {
+				break
+			}
 		}
-		if _, err := s.writeLocked(nil, p, false); err != nil {
+		if _, err := s.writeLocked(nil, msgs[i], false); err != nil {
 			return i, err
 		}
 	}
