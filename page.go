@@ -262,6 +262,29 @@ func (r pageReader) tagOf(c *cursor) {
 	}
 }
 
+// records is record for as many of the next records as dst takes, into
+// dst, with the cursor in locals: it returns how many it took and their
+// bytes. Untagged pages only (tagged ones go record by record).
+func (r pageReader) records(c *cursor, dst [][]byte) (n int, bytes uint64) {
+	if c.inMsg || r.prefix != prefixSize {
+		return 0, 0
+	}
+	buf, off, limit := c.buf, c.off, c.max
+	for n < len(dst) && len(buf)-off >= prefixSize {
+		m := binary.LittleEndian.Uint64(buf[off:])
+		start := off + prefixSize
+		if m > uint64(len(buf)-start) || m > limit {
+			break
+		}
+		off = start + int(m)
+		dst[n] = buf[start:off:off]
+		n++
+		bytes += m
+	}
+	c.off = off
+	return n, bytes
+}
+
 // record is the next record when it lies whole in the page and is within
 // the limit.
 func (r pageReader) record(c *cursor) ([]byte, bool) {

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,6 +45,52 @@ func TestAppendAllMatchesAppendWhole(t *testing.T) {
 			if diff := cmp.Diff(buf2, buf1); diff != "" || w1.off != w2.off {
 				t.Errorf("%d %s: pages differ (offsets %d, %d):\n%s", f.kind, tc.name, w1.off, w2.off, diff)
 			}
+		}
+	}
+}
+
+// records reads what record reads, record by record, and stops where it
+// stops: at a message that goes on in the next page, over the limit, or at
+// the end of dst.
+func TestRecordsMatchesRecord(t *testing.T) {
+	page := func(lens ...int) []byte {
+		var b []byte
+		for i, n := range lens {
+			b = binary.LittleEndian.AppendUint64(b, uint64(n))
+			if n < 1000 { // a length that lies about what follows is left as it is
+				b = append(b, bytes.Repeat([]byte{byte(i)}, n)...)
+			}
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		buf  []byte
+		max  uint64
+		dst  int
+	}{
+		{"whole page", page(1, 0, 64, 5), 100, 10},
+		{"dst full first", page(1, 2, 3, 4), 100, 2},
+		{"over the limit", page(3, 200, 3), 100, 10},
+		{"goes on in the next page", page(3, 4, 5000), 1 << 20, 10},
+		{"ends with part of a prefix", append(page(3), 1, 2, 3), 100, 10},
+	} {
+		c1 := cursor{buf: tc.buf, max: tc.max}
+		c2 := c1
+		dst := make([][]byte, tc.dst)
+		n, sum := pageReader{prefix: prefixSize}.records(&c1, dst)
+		var want [][]byte
+		var wantSum uint64
+		for len(want) < tc.dst {
+			b, ok := pageReader{prefix: prefixSize}.record(&c2)
+			if !ok {
+				break
+			}
+			want = append(want, b)
+			wantSum += uint64(len(b))
+		}
+		if diff := cmp.Diff(want, dst[:n]); diff != "" || sum != wantSum || c1.off != c2.off || c1.inMsg != c2.inMsg {
+			t.Errorf("%s: records (-record +records):\n%s\nbytes %d, want %d; cursor %+v, want %+v", tc.name, diff, sum, wantSum, c1, c2)
 		}
 	}
 }

@@ -272,6 +272,13 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 	ok := true
 	dst[0] = b
 	n := 1
+	if pr, plain := r.frames.(pageReader); plain && r.slot >= 0 {
+		// The rest of the page in one loop, counted once (page.go).
+		k, bytes := pr.records(&r.pos, dst[1:])
+		r.msgs += uint64(k)
+		r.bytes += bytes
+		return 1 + k, nil
+	}
 	for ; n < len(dst); n++ {
 		if dst[n], ok = r.another(); !ok {
 			break
