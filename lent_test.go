@@ -91,7 +91,8 @@ func TestLentWriteDeadlineAndClose(t *testing.T) {
 		t.Skip("this provider needs registered memory for sends: Write copies")
 	}
 	buf := make([]byte, 1<<20)
-	if err := c.SetWriteDeadline(time.Now().Add(time.Second)) // room for the writes before the buffers fill, on a loaded machine; err != nil {
+	// A second: room for the writes before the buffers fill, on a loaded machine.
+	if err := c.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	var err error
