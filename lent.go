@@ -90,7 +90,7 @@ func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
 			s.failed = err
 			s.gate.stop()
 			s.awaitLent(first, s.q.head.Load())
-			return 0, err
+			return off, err // as writeMessage: what was published goes out
 		}
 		if off == 0 {
 			w.putPrefix(n)

@@ -272,7 +272,7 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 	ok := true
 	dst[0] = b
 	n := 1
-	if pr, plain := r.frames.(pageReader); plain && r.slot >= 0 {
+	if pr, plain := r.frames.(pageReader); plain && pr.prefix == prefixSize && r.slot >= 0 {
 		// The rest of the page in one loop, counted once (page.go).
 		k, bytes := pr.records(&r.pos, dst[1:])
 		r.msgs += uint64(k)
