@@ -49,7 +49,8 @@ type Config struct {
 	// mode). By default the page also goes out as soon as the writer
 	// pauses, which costs nothing while it writes without pause (pages
 	// fill) and keeps a slow writer's messages from waiting up to
-	// FlushInterval; see the README for the measurements.
+	// FlushInterval: a lone message arrives in tens of microseconds
+	// instead of after FlushInterval.
 	NoIdleFlush bool
 	// MaxMessageSize is the largest message this side sends or accepts;
 	// the smaller of the two sides' values applies to each direction. At

@@ -238,14 +238,20 @@ func (a stringAddr) String() string  { return a.addr }
 
 // Write sends p as one message. In LowLatency mode it goes out at once, or,
 // while earlier sends are still going out, with the messages written after
-// it in the next send; in
-// HighThroughput mode it is copied into the current page, which goes out
-// when full, on Flush, when the writer pauses or after
-// Config.FlushInterval. Write blocks while every send buffer is in flight
-// (the peer is not reading), until the write deadline. A message above
-// the maximum size fails with ErrMessageTooLarge; a deadline that passes
-// half-way through a message larger than a buffer leaves the write side
-// unusable, as a message cannot be taken back.
+// it in the next send; in HighThroughput mode it is copied into the
+// current page, which goes out when full, on Flush, when the writer pauses
+// or after Config.FlushInterval. Write blocks while every send buffer is
+// in flight (the peer is not reading), until the write deadline. A message
+// above the maximum size fails with ErrMessageTooLarge; a deadline that
+// passes half-way through a message larger than a buffer leaves the write
+// side unusable, as a message cannot be taken back.
+//
+// In LowLatency mode, on providers that need no registered memory for
+// sends (tcp), a message of 256 KiB or more (and at least half a buffer)
+// is sent from p instead of being copied, and Write returns once it has
+// been sent, as *net.TCPConn's Write returns once the kernel has the
+// bytes; Stats.MessagesLent counts them. p may be reused after Write
+// returns, as always.
 func (c *Conn) Write(p []byte) (int, error) { return c.send.write(p) }
 
 // WriteBatch writes each element of msgs as one message, as Write would
@@ -270,7 +276,10 @@ func (c *Conn) TryWrite(p []byte) (int, error) { return c.send.writeWaiting(nil,
 
 // Flush sends the current page of a HighThroughput connection now, without
 // waiting for it to fill. It does not wait for the page to be delivered.
-// On a LowLatency connection it does nothing: every Write is sent at once.
+// A LowLatency connection needs no Flush: what was written goes out at
+// once or with the send after the one in flight, and Flush only closes
+// the batch being packed early. It fails once the write deadline has
+// passed.
 func (c *Conn) Flush() error { return c.send.flush() }
 
 // Read reads bytes of the incoming messages as one stream: a message
@@ -338,8 +347,9 @@ func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
 }
 
 // Next returns the next message without copying it: the slice points into
-// the receive buffer and is valid only until the next read on c (Read,
-// ReadMessage, AppendMessage, MessageLen, Next or NextMessage) or Close.
+// the receive buffer and is valid only until the next read on c (any of
+// Read, ReadMessage, AppendMessage, MessageLen, Next, NextBatch or
+// NextMessage, or their Context forms) or Close.
 // It is the cheapest way to read; use NextMessage to keep messages longer.
 // A message that arrived in several buffers is joined in a buffer of c's
 // own that the next such message reuses.
@@ -483,20 +493,34 @@ func (c *Conn) LocalAddr() net.Addr { return &c.local }
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return &c.remote }
 
-// SetDeadline sets the read and write deadlines; the zero time means none.
+// SetDeadline sets the read and write deadlines, as SetReadDeadline and
+// SetWriteDeadline do; the zero time means none.
 func (c *Conn) SetDeadline(t time.Time) error {
 	c.SetReadDeadline(t)
 	return c.SetWriteDeadline(t)
 }
 
-// SetReadDeadline sets the deadline for Read, ReadMessage and AppendMessage.
+// SetReadDeadline sets the deadline, an absolute time, for every read:
+// Read, ReadMessage, ReadMessageContext, AppendMessage, MessageLen, Next,
+// NextBatch, NextMessage and NextMessageContext. A read that is waiting
+// when it passes, or that starts after it, fails with an error wrapping
+// os.ErrDeadlineExceeded, even when a message is at hand (it stays for
+// the next read). A later call moves the deadline, also for reads already
+// waiting; the zero time means none.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.recv.deadline.Store(unixNano(t))
 	c.link.rx.wake.setDeadline(t)
 	return nil
 }
 
-// SetWriteDeadline sets the deadline for Write.
+// SetWriteDeadline sets the deadline, an absolute time, for every write:
+// Write, WriteBatch and WriteContext wait for a free send buffer until it
+// passes, and TryWrite and Flush fail once it has, with an error wrapping
+// os.ErrDeadlineExceeded. A deadline that passes half-way through a
+// message larger than a buffer leaves the write side unusable (see
+// Write). A later call moves the deadline, also for writes already
+// waiting; the zero time means none. Close is bounded by Config.Linger,
+// not by this deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.send.gate.setDeadline(&c.send.deadline, unixNano(t))
 	c.link.tx.wake.setDeadline(t)

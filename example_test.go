@@ -15,28 +15,40 @@ import (
 	"github.com/netio-go/netio/reactor"
 )
 
-// Listen and Dial work like the net package's; the network names the
-// libfabric provider. ReadMessage keeps message boundaries.
+// An echo server and a client: Listen and Dial work like the net package's,
+// the network names the libfabric provider, ReadMessage keeps message
+// boundaries. README.md shows this program whole.
 func Example() {
+	// "tcp" names the libfabric provider ("verbs", "efa", ...); the address is host:port.
 	ln, err := netio.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ln.Close()
 
-	go func() {
-		c, err := ln.AcceptConn()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1024)
+	go func() { // the server echoes every message back
 		for {
-			n, err := c.ReadMessage(buf)
+			c, err := ln.AcceptConn() // or ln.Accept() for a net.Conn
 			if err != nil {
-				return // io.EOF once the client closes
+				return // net.ErrClosed once ln is closed
 			}
-			c.Write(append([]byte("echo: "), buf[:n]...))
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.ReadMessage(buf) // exactly one message
+					if err != nil {
+						if !errors.Is(err, io.EOF) { // io.EOF: the client closed
+							log.Print(err)
+						}
+						return
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						log.Print(err)
+						return
+					}
+				}
+			}()
 		}
 	}()
 
@@ -44,18 +56,22 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
 	for _, msg := range []string{"hello", "netio"} {
-		c.Write([]byte(msg))
-		reply, err := c.AppendMessage(nil)
+		if _, err := c.Write([]byte(msg)); err != nil { // one message
+			log.Fatal(err)
+		}
+		reply, err := c.AppendMessage(nil) // one whole message, grown to fit
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println(string(reply))
 	}
+	if err := c.Close(); err != nil { // the server then reads io.EOF
+		log.Fatal(err)
+	}
 	// Output:
-	// echo: hello
-	// echo: netio
+	// hello
+	// netio
 }
 
 // A Conn is a net.Conn: Read sees the messages as one byte stream, so

@@ -43,7 +43,7 @@ import (
 // files where they were.
 //
 // Not sent: the forged libfabric acknowledgement that crashes libfabric
-// 1.17's tcp provider (README, Known limits).
+// 1.17's tcp provider (docs/reliability.md).
 func TestHostileInput(t *testing.T) {
 	const rounds = 6 // after the warm-up
 	h := newHostileBench(t)

@@ -75,8 +75,8 @@ func (m Message) Len() int { return len(m.b) }
 // Release gives the message's memory back to the connection. It may be
 // called from any goroutine, before or after the connection is closed. On
 // the zero Message it does nothing. Called a second time for the same
-// message, it panics (see lending.go): its memory may already hold other
-// data.
+// message, it panics: a silent second Release would give the buffer back
+// to the fabric while another message still points into it.
 func (m Message) Release() {
 	switch {
 	case m.own == nil:
@@ -164,7 +164,7 @@ type chunk struct {
 	refs atomic.Int32 // messages out, plus one while it is being filled
 	// gen moves on each time the chunk is reused, and back has a bit per
 	// message copied in since, set by its Release: a second Release
-	// panics (lending.go explains the same scheme for receive buffers).
+	// panics (receive buffers use the same scheme: see lending).
 	gen  atomic.Uint32
 	back [chunkMessages / 64]atomic.Uint64
 }

@@ -521,7 +521,7 @@ func BenchmarkMixed(b *testing.B) {
 // rate alone, are logged here and measured by BenchmarkMixed (loaded/idle,
 // HT-Gbit/s, HT-alone-Gbit/s): rates are the machine's business, and a
 // stream slowed by other processes on a shared machine is no fault of
-// netio's. Speed is never asserted (see BenchmarkMixed and the README).
+// netio's. Speed is never asserted (see BenchmarkMixed and docs/benchmarks.md).
 func TestLowLatencyUnderBulkLoad(t *testing.T) {
 	if role := os.Getenv(mixedRoleEnv); role != "" {
 		mixedChild(role)

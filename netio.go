@@ -11,11 +11,14 @@
 //	...
 //	c, err := netio.Dial("tcp", ln.Addr().String())
 //
-// A *Conn is a net.Conn that keeps message boundaries: each Write sends one
-// message at once (NetIO's low-latency mode, no batching), ReadMessage and
-// AppendMessage return exactly one message, and Read treats the messages as
-// a byte stream so that any net.Conn user (net/http, bufio, io.Copy) works
-// unchanged. Flow control is credit-based: a connection never sends to a
+// A *Conn is a net.Conn that keeps message boundaries: each Write is one
+// message. In the default LowLatency mode a message written while the
+// connection is idle is sent at once; messages written while earlier sends
+// are still going out are packed into the next send, so a stream of small
+// messages costs a fabric operation per batch, and no timer ever holds a
+// message back. ReadMessage and AppendMessage return exactly one message,
+// and Read treats the messages as a byte stream so that any net.Conn user
+// (net/http, bufio, io.Copy) works unchanged. Flow control is credit-based: a connection never sends to a
 // peer that has no receive buffer posted for it, which is what verbs
 // requires, and Write blocks when the peer stops reading.
 //
@@ -35,8 +38,9 @@
 // Subscribe dials a publisher, names its tags in-band and returns once the
 // publisher has acknowledged them; its channel C delivers each tag's
 // messages in order, each with the tag's sequence number, so loss is never
-// silent. Per subscription, WithMode picks sends at once (LowLatency) or
-// pages (HighThroughput), and WithPolicy what happens when
+// silent. Per subscription, WithMode picks LowLatency (sent at once,
+// packed behind sends in flight) or HighThroughput (pages), and WithPolicy
+// what happens when
 // the subscriber falls behind: Block (lossless, Publish waits), DropOldest
 // or DropNewest (counted in Stats). A lost connection is made again with
 // backoff, and the subscription carries on.

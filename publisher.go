@@ -21,7 +21,8 @@ import (
 //
 // Each subscriber's connection is a link of its own, in the mode the
 // subscriber chose: HighThroughput links carry pages of tagged records that
-// go out when full or flushed, LowLatency links one send per message. Every
+// go out when full or flushed; LowLatency links send a message at once, or
+// pack it with those queued behind the send in flight, as a Conn does. Every
 // message carries a sequence number per tag, counted by the publisher, so a
 // subscriber sees any loss as a gap.
 //

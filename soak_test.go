@@ -42,7 +42,7 @@ import (
 // Memory is sampled every few seconds, and what the program's allocators
 // hold must stay within 10% of its value after the warm-up (checkFlat);
 // TestMain's leakcheck fails the run on a leaked goroutine or descriptor.
-// The figures are logged as a table for the README.
+// The figures are logged as a table for docs/reliability.md.
 
 const soakEnv = "NETIO_SOAK"
 

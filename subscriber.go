@@ -59,7 +59,8 @@ type SubscriptionStats struct {
 // Subscribe dials the publisher at address (or shares this process's
 // connection to it), subscribes to tags and returns once the publisher has
 // acknowledged them, bounded by ctx and Config.ConnectTimeout. Options:
-// WithMode (LowLatency: a send per message; HighThroughput: pages),
+// WithMode (LowLatency: sent at once, packed behind sends in flight;
+// HighThroughput: pages),
 // WithPolicy, WithSubscriptionBuffer, and the sizes of the connection.
 func Subscribe(ctx context.Context, network, address string, tags []uint64, opts ...Option) (*Subscription, error) {
 	a, err := parseArgs("subscribe", network, address, "127.0.0.1", opts)

@@ -120,7 +120,7 @@ func (e *Endpoint) BindEQ(q *EQ) error {
 }
 
 // BindCQ attaches a completion queue for sends and receives. On tcp it
-// also receives completions carrying TrapToken (see guard.go).
+// also receives completions carrying TrapToken (see TrapToken).
 func (e *Endpoint) BindCQ(q *CQ) error {
 	if e.guard != nil {
 		if err := e.guard.bindCQ(q); err != nil {

@@ -15,8 +15,7 @@
 //     Waking a sleeping thread costs tens of microseconds; that is what the
 //     spinning and the coalesced doorbell avoid. With one P (GOMAXPROCS=1)
 //     the loop does not spin and sleeps in Go's network poller instead, so
-//     that the P it would hold in epoll_wait runs other goroutines
-//     (parkedwait.go).
+//     that the P it would hold in epoll_wait runs other goroutines.
 //   - Pollers are sources that progress only when called (libfabric's
 //     manual progress): they are polled on every iteration and asked
 //     (TryWait, libfabric's fi_trywait) whether sleeping is safe.

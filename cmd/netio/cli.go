@@ -324,7 +324,7 @@ func (m *connMode) Set(s string) error {
 	case "ht", "high-throughput":
 		*m = connMode(netio.HighThroughput)
 	default:
-		return errors.New("want ll (low latency: every Write sent at once) or ht (high throughput: messages batched into pages)")
+		return errors.New("want ll (low latency: a Write is sent at once, or packed with those queued behind a send in flight) or ht (high throughput: messages batched into pages)")
 	}
 	return nil
 }
@@ -340,7 +340,7 @@ func (m connMode) ht() bool { return netio.Mode(m) == netio.HighThroughput }
 // modeFlag adds -mode, LowLatency unless set.
 func modeFlag(fs *flag.FlagSet) *connMode {
 	m := new(connMode)
-	fs.Var(m, "mode", "netio's mode, `ll|ht`: ll is low latency (every Write is sent at once), ht high throughput (messages are copied into 1 MiB pages that go out when full or when the writer pauses); both sides must use the same (default ll)")
+	fs.Var(m, "mode", "netio's mode, `ll|ht`: ll is low latency (a Write is sent at once, or packed with the Writes queued behind a send in flight), ht high throughput (messages are copied into 1 MiB pages that go out when full or when the writer pauses); both sides must use the same (default ll)")
 	return m
 }
 

@@ -545,7 +545,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	provider := providerFlag(fs)
 	key := keyFlag(fs)
 	mode := new(connMode)
-	fs.Var(mode, "mode", "netio's mode, `ll|ht`: ll is low latency (a send per message), ht high throughput (the publisher batches messages into pages) (default ll)")
+	fs.Var(mode, "mode", "netio's mode, `ll|ht`: ll is low latency (a message is sent at once, or packed with those queued behind a send in flight), ht high throughput (the publisher batches messages into pages) (default ll)")
 	policy := policyFlag(netio.Block)
 	fs.Var(&policy, "policy", "what happens when sub falls behind, `block|drop-oldest|drop-newest`: block makes the publisher wait, the others drop")
 	buffer := fs.Int("buffer", 0, "messages the subscription holds for the reader (0: netio's default, "+strconv.Itoa(netio.DefaultSubscriptionBuffer)+")")

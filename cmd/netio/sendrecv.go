@@ -110,7 +110,7 @@ before any data is sent, and the run fails. Exit status: 0 done, 1 failed,
 
 -mode ht sends in netio's HighThroughput mode: each Write copies the
 message into a 1 MiB page, and pages go out when full or when the writer
-pauses; small messages then cost a copy instead of a fabric operation each.
+pauses; small messages then cost a copy each and a fabric operation per page.
 The receiver must use the same -mode:
 
   netio recv -listen 127.0.0.1:5000 -mode ht

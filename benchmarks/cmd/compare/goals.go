@@ -7,7 +7,7 @@ import (
 )
 
 // goal is one of netio's speed goals against a peer measured in the same
-// run (issue 11): the ratio of the two medians at one message size, for a
+// run: the ratio of the two medians at one message size, for a
 // stream a rate (netio's over the peer's, at least bound) and for a round
 // trip a time (netio's over the peer's, at most bound).
 type goal struct {
