@@ -21,7 +21,15 @@ type pubLink struct {
 	send   sender
 	frames *pageWriter // send.frames: takes each record's tag and sequence number
 	closed atomic.Bool // no more writes: retired, cut loose or closed
-	stats  connStats
+	loose  atomic.Bool // cut loose as slow
+	// stranded counts messages a Publish could not give the subscriber
+	// because Shutdown or Close stopped the writers: they are missing at
+	// the subscriber, and Shutdown counts them with what was not sent.
+	stranded atomic.Uint64
+	// flushWanted: a Flush found a writer inside the gate, which flushes
+	// on its way out instead (Flush never waits for a subscriber).
+	flushWanted atomic.Bool
+	stats       connStats
 	remote Addr
 
 	// Inside the send gate: when a writer found the window full, and how
@@ -52,7 +60,19 @@ const (
 	offered       = iota // taken, dropped under a drop policy, or the subscriber is gone
 	offerLater           // the gate was taken, or a Block subscriber has no room: publishWaiting
 	offerTooLarge        // above the subscriber's message limit
+	offerStranded        // the publisher is closing: the subscriber misses it
 )
+
+// stopped is the outcome of a write to a link closed to writers: nothing
+// for a subscriber that left or was cut loose, but one that Shutdown or
+// Close stopped misses the message.
+func (pl *pubLink) stopped() int {
+	if pl.loose.Load() || pl.l.life.ended.Load() || pl.p.state.Load() == pubOpen {
+		return offered
+	}
+	pl.stranded.Add(1)
+	return offerStranded
+}
 
 // offer writes one tagged message to the subscriber if it can without
 // waiting. Any publishing goroutine, under the tag's turn.
@@ -65,20 +85,20 @@ func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
 		s.msgs++
 		s.bytes += uint64(len(msg))
-		s.unlock()
+		pl.unlock()
 		return offered
 	}
 	if pl.closed.Load() {
-		s.unlock()
-		return offered
+		pl.unlock()
+		return pl.stopped()
 	}
 	_, err := s.writeLocked(nil, msg, true)
 	if policy == Block && errors.Is(err, ErrWouldBlock) {
 		pl.noteFull()
-		s.unlock()
+		pl.unlock()
 		return offerLater
 	}
-	s.unlock()
+	pl.unlock()
 	return pl.written(err)
 }
 
@@ -119,12 +139,12 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 	}
 	pl.frames.setRecord(tag, seq)
 	if pl.closed.Load() {
-		s.unlock()
-		return true
+		pl.unlock()
+		return pl.stopped() != offerStranded
 	}
 	if policy != Block {
 		_, err := s.writeLocked(nil, msg, true)
-		s.unlock()
+		pl.unlock()
 		pl.written(err)
 		return true
 	}
@@ -143,21 +163,54 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 	case errors.Is(err, os.ErrDeadlineExceeded), ctx.Err() != nil && s.failed != nil:
 		// Full for longer than the limit; or part of a message went
 		// before ctx ended, and the stream cannot go on.
+		pl.loose.Store(true)
 		pl.closed.Store(true)
 		s.gate.stop()
-		s.unlock()
+		pl.unlock()
 		pl.cut()
 		return true
 	case ctx.Err() != nil:
-		s.unlock()
+		pl.unlock()
 		return false
+	case pl.closed.Load():
+		pl.unlock()
+		return pl.stopped() != offerStranded
 	default:
-		s.unlock()
+		pl.unlock()
 		pl.written(err)
 		return true
 	}
-	s.unlock()
+	pl.unlock()
 	return true
+}
+
+// unlock leaves the send gate, flushing if a Flush asked meanwhile.
+func (pl *pubLink) unlock() {
+	pl.send.unlock()
+	if pl.flushWanted.Load() {
+		pl.flush()
+	}
+}
+
+// flush sends the open page now, unless a writer is inside the gate: that
+// one flushes as it leaves. A writer that waits for room holds no open
+// page, so nothing waits for a subscriber that stopped reading.
+func (pl *pubLink) flush() {
+	s := &pl.send
+	for {
+		if s.gate.tryLock() {
+			pl.flushWanted.Store(false)
+			if s.writable(0) == nil && s.open {
+				s.publish(flushExplicit)
+			}
+			s.unlock()
+			return
+		}
+		pl.flushWanted.Store(true)
+		if s.gate.state.Load()&gateInside != 0 {
+			return // the writer inside sees the flag as it leaves
+		}
+	}
 }
 
 // cut lets go of a subscriber that held the others back: it is told why,

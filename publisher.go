@@ -301,6 +301,8 @@ func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, su
 			later = append(later, i)
 		case offerTooLarge:
 			tooLarge = true
+		case offerStranded:
+			missed++
 		}
 	}
 	for _, i := range later {
@@ -313,19 +315,25 @@ func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, su
 	}
 	if missed > 0 {
 		p.stats.undelivered.Add(missed)
-		return p.opError("publish", &UndeliveredError{Messages: missed, Subscribers: int(missed), Err: ctx.Err()})
+		err := ctx.Err()
+		if err == nil {
+			err = net.ErrClosed // Shutdown or Close stopped it
+		}
+		return p.opError("publish", &UndeliveredError{Messages: missed, Subscribers: int(missed), Err: err})
 	}
 	return nil
 }
 
 // Flush sends every subscriber's open page now (HighThroughput
-// subscribers), without waiting for it to fill.
+// subscribers), without waiting for it to fill. It never waits for a
+// subscriber: a page a Publish is writing into goes as that Publish
+// returns.
 func (p *Publisher) Flush() error {
 	if p.state.Load() != pubOpen {
 		return p.opError("flush", net.ErrClosed)
 	}
 	for _, pl := range *p.links.Load() {
-		pl.send.flush() // a subscriber that went away is not an error
+		pl.flush() // a subscriber that went away is not an error
 	}
 	return nil
 }
@@ -402,10 +410,11 @@ func (p *Publisher) Shutdown(ctx context.Context) error {
 		for _, pl := range links {
 			// A subscriber that left counts what it missed when it
 			// comes back; the others are told now.
-			if n := pl.unposted(); n > 0 && !pl.l.life.ended.Load() {
+			n := pl.unposted()
+			p.stats.undelivered.Add(n) // the stranded ones were counted by their Publish
+			if n += pl.stranded.Load(); n > 0 && !pl.l.life.ended.Load() {
 				lost += n
 				losers++
-				p.stats.undelivered.Add(n)
 			}
 			pl.counted = true
 			pl.sayGoodbye(finals[pl], true)

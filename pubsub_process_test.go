@@ -77,6 +77,8 @@ func TestPubSubChild(t *testing.T) {
 		subscriberChild()
 	case "pub":
 		publisherChild()
+	case "ctl":
+		ctlSubscriberChild()
 	default:
 		t.Skip("run by the publish/subscribe process tests")
 	}
