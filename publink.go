@@ -30,7 +30,7 @@ type pubLink struct {
 	// on its way out instead (Flush never waits for a subscriber).
 	flushWanted atomic.Bool
 	stats       connStats
-	remote Addr
+	remote      Addr
 
 	// Inside the send gate: when a writer found the window full, and how
 	// many sends had completed then (any progress since starts the
