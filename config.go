@@ -161,7 +161,9 @@ type Policy uint8
 
 const (
 	// Block is lossless: when the subscriber falls behind, the publisher's
-	// Publish waits for it, bounded by Publish's context.
+	// Publish waits for it, bounded by Publish's context and by the
+	// publisher's Config.SlowSubscriberLimit, past which the subscriber
+	// is cut loose (it reconnects, and counts what it missed).
 	Block Policy = iota
 	// DropOldest keeps the publisher and the other subscribers at full
 	// rate: when the subscription's buffer is full, the oldest message in

@@ -37,9 +37,11 @@
 // messages in order, each with the tag's sequence number, so loss is never
 // silent. Per subscription, WithMode picks sends at once (LowLatency) or
 // pages (HighThroughput), and WithPolicy what happens when
-// the subscriber falls behind: Block (lossless, Publish waits), DropOldest
-// or DropNewest (counted in Stats). A lost connection is made again with
-// backoff, and the subscription carries on.
+// the subscriber falls behind: Block (lossless, Publish waits, up to the
+// publisher's slow-subscriber limit), DropOldest or DropNewest (counted in
+// Stats). A lost connection is made again with backoff, and the
+// subscription carries on; its Events channel says what happened.
+// Publisher.Shutdown ends a publisher without silent loss.
 //
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken

@@ -78,7 +78,7 @@ func (pl *pubLink) stopped() int {
 // waiting. Any publishing goroutine, under the tag's turn.
 func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	s := &pl.send
-	if !s.gate.tryLock() {
+	if !s.gate.state.CompareAndSwap(gateFree, gateWriter) && !s.gate.tryLock() {
 		return offerLater
 	}
 	pl.frames.setRecord(tag, seq)
