@@ -10,7 +10,7 @@ import (
 	"github.com/netio-go/netio"
 )
 
-// BenchmarkPubSubSlowNeighbour measures what a Block subscriber that stops
+// BenchmarkSlowSubscriberNeighbour measures what a Block subscriber that stops
 // reading costs the subscriber beside it, in one process: a publisher
 // publishes 64 B messages to one tag as fast as it can (HighThroughput),
 // a reader takes them; after a second alone, a second subscription of the
@@ -25,8 +25,8 @@ import (
 //	                 and the publisher's catching up take
 //	after-msg/s      the reader's rate in the second after it recovered
 //
-// Run it alone: go test -run '^$' -bench SlowNeighbour -benchtime 1x.
-func BenchmarkPubSubSlowNeighbour(b *testing.B) {
+// Run it alone: go test -run '^$' -bench SlowSubscriberNeighbour -benchtime 1x.
+func BenchmarkSlowSubscriberNeighbour(b *testing.B) {
 	const limit = time.Second
 	const sample = 100 * time.Millisecond
 	for i := 0; i < b.N; i++ {
