@@ -310,7 +310,7 @@ func TestSubReportsUnknownLossAcrossRestart(t *testing.T) {
 	if err := pub.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	pub.cmd.Wait()
+	<-pub.done
 	sub.waitLine(t, `^lost the publisher `)
 	// Again on the same address, as soon as the system lets it listen.
 	for {
