@@ -117,9 +117,10 @@ const (
 	// flood of requests is refused long before it exhausts the process.
 	DefaultMaxConns = 1024
 	// DefaultMaxTags is how many tags one subscriber's connection may hold
-	// at a Publisher (Config.MaxTags). A subscribed tag costs 191 bytes
-	// (measured, publisher and subscriber in one process): 16,384 of them
-	// 3 MiB, and a publisher at DefaultMaxConns at most 3 GiB.
+	// at a Publisher (Config.MaxTags). A subscribed tag costs about 300
+	// bytes (measured, publisher and subscriber in one process, 100,000
+	// tags): 16,384 of them 5 MiB, and a publisher at DefaultMaxConns at
+	// most 5 GiB.
 	DefaultMaxTags = 16384
 	// DefaultSubscriptionBuffer is how many messages a Subscription's
 	// channel holds.

@@ -10,9 +10,9 @@ package netio
 // tag did not arrive.
 type tagSeq struct {
 	next  uint64 // the sequence number expected next, when known
-	known bool
 	ack   uint64 // the newest acknowledgement's next sequence number
-	acked bool   // an acknowledgement came since the tag was (re)subscribed
+	known bool
+	acked bool // an acknowledgement came since the tag was (re)subscribed
 	// awaiting: the tag is new to the connection and no message of it
 	// has been taken yet. Messages before its acknowledgement, or
 	// numbered before it, come from an earlier subscription of the tag on

@@ -19,8 +19,23 @@ import (
 // otherwise starve a subscriber that asks to join it.
 type turn struct {
 	state atomic.Uint32 // turnHeld, with turnQueued while anyone waits
-	mu    sync.Mutex    // queue, and the turnQueued bit's changes
+	line  atomic.Pointer[turnLine]
+}
+
+// turnLine is the line of a turn that was ever waited for: most turns
+// never are, and a tag's entry stays small (a publisher may hold a million).
+type turnLine struct {
+	mu    sync.Mutex // queue, and the turnQueued bit's changes
 	queue []*turnWaiter
+}
+
+// waitLine returns t's line, made on first use.
+func (t *turn) waitLine() *turnLine {
+	if l := t.line.Load(); l != nil {
+		return l
+	}
+	t.line.CompareAndSwap(nil, &turnLine{})
+	return t.line.Load()
 }
 
 const (
@@ -42,12 +57,13 @@ func (t *turn) lock(done <-chan struct{}) bool {
 }
 
 func (t *turn) lockSlow(done <-chan struct{}) bool {
-	t.mu.Lock()
+	tl := t.waitLine()
+	tl.mu.Lock()
 	for {
 		s := t.state.Load()
 		if s&turnHeld == 0 {
 			if t.state.CompareAndSwap(s, s|turnHeld) {
-				t.mu.Unlock()
+				tl.mu.Unlock()
 				return true
 			}
 			continue
@@ -57,25 +73,25 @@ func (t *turn) lockSlow(done <-chan struct{}) bool {
 		}
 	}
 	w := &turnWaiter{ready: make(chan struct{})}
-	t.queue = append(t.queue, w)
-	t.mu.Unlock()
+	tl.queue = append(tl.queue, w)
+	tl.mu.Unlock()
 	select {
 	case <-w.ready:
 		return true
 	case <-done:
 	}
-	t.mu.Lock()
-	for i, x := range t.queue {
+	tl.mu.Lock()
+	for i, x := range tl.queue {
 		if x == w {
-			t.queue = append(t.queue[:i], t.queue[i+1:]...)
-			if len(t.queue) == 0 {
+			tl.queue = append(tl.queue[:i], tl.queue[i+1:]...)
+			if len(tl.queue) == 0 {
 				t.state.Store(turnHeld) // held by someone else still
 			}
-			t.mu.Unlock()
+			tl.mu.Unlock()
 			return false
 		}
 	}
-	t.mu.Unlock()
+	tl.mu.Unlock()
 	// Handed over while giving up: pass it on.
 	t.unlock()
 	return false
@@ -86,18 +102,19 @@ func (t *turn) unlock() {
 	if t.state.CompareAndSwap(turnHeld, 0) {
 		return
 	}
-	t.mu.Lock()
-	if len(t.queue) == 0 {
+	tl := t.line.Load() // made before turnQueued was set
+	tl.mu.Lock()
+	if len(tl.queue) == 0 {
 		t.state.Store(0)
-		t.mu.Unlock()
+		tl.mu.Unlock()
 		return
 	}
-	w := t.queue[0]
-	t.queue[0] = nil
-	t.queue = t.queue[1:]
-	if len(t.queue) == 0 {
+	w := tl.queue[0]
+	tl.queue[0] = nil
+	tl.queue = tl.queue[1:]
+	if len(tl.queue) == 0 {
 		t.state.Store(turnHeld) // now w's
 	}
-	t.mu.Unlock()
+	tl.mu.Unlock()
 	close(w.ready)
 }

@@ -35,8 +35,8 @@ func TestTurnExcludes(t *testing.T) {
 	if most != 1 {
 		t.Fatalf("%d holders at once", most)
 	}
-	if s := tn.state.Load(); s != 0 || len(tn.queue) != 0 {
-		t.Fatalf("after all: state %d, %d queued", s, len(tn.queue))
+	if s := tn.state.Load(); s != 0 || tn.line.Load() != nil && len(tn.line.Load().queue) != 0 {
+		t.Fatalf("after all: state %d, waiters left", s)
 	}
 }
 
@@ -89,9 +89,10 @@ func TestTurnHandsOverInOrder(t *testing.T) {
 func waitQueued(t *testing.T, tn *turn, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-		tn.mu.Lock()
-		k := len(tn.queue)
-		tn.mu.Unlock()
+		tl := tn.waitLine()
+		tl.mu.Lock()
+		k := len(tl.queue)
+		tl.mu.Unlock()
 		if k == n {
 			return
 		}
