@@ -94,6 +94,29 @@ type Config struct {
 	// holds for its reader (Subscribe only). Zero means
 	// DefaultSubscriptionBuffer.
 	SubscriptionBuffer int
+	// SlowSubscriberLimit is how long a publisher lets a Block subscriber
+	// hold the others back (ListenPublisher only): when a Publish finds
+	// the subscriber's window full and it stays full this long, the
+	// subscriber is cut loose (it reconnects by itself and counts what it
+	// missed). Zero means DefaultSlowSubscriberLimit; a negative value
+	// waits for ever, bounded only by each Publish's context.
+	SlowSubscriberLimit time.Duration
+	// WaitForPublisher makes Subscribe keep trying, until its context
+	// ends, when the publisher is not up yet (Subscribe only). False (the
+	// default) fails Subscribe at the first refusal.
+	WaitForPublisher bool
+	// MaxReconnects bounds the tries a subscription makes to connect
+	// again after losing its publisher; once they are used up, C closes
+	// and Err says why (Subscribe only). Zero means no limit.
+	MaxReconnects int
+	// MaxReconnectTime bounds how long a subscription tries to connect
+	// again after losing its publisher (Subscribe only), as MaxReconnects.
+	// Zero means no limit.
+	MaxReconnectTime time.Duration
+	// EventBuffer is how many events a Subscription's or Publisher's
+	// Events channel holds; events that find it full are dropped and
+	// counted, never waited for. Zero means DefaultEventBuffer.
+	EventBuffer int
 	// Key, when set, is a pre-shared key of 16 to 64 bytes that admits a
 	// connection: a Listener or Publisher with a key takes only peers
 	// that prove they hold the same key, and turns every other away
@@ -139,7 +162,9 @@ type Policy uint8
 
 const (
 	// Block is lossless: when the subscriber falls behind, the publisher's
-	// Publish waits for it, bounded by Publish's context.
+	// Publish waits for it, bounded by Publish's context and by the
+	// publisher's Config.SlowSubscriberLimit, past which the subscriber
+	// is cut loose (it reconnects, and counts what it missed).
 	Block Policy = iota
 	// DropOldest keeps the publisher and the other subscribers at full
 	// rate: when the subscription's buffer is full, the oldest message in
@@ -448,6 +473,7 @@ func (c *Config) setDefaults() {
 	orDefault(&c.MaxConns, DefaultMaxConns)
 	orDefault(&c.MaxTags, DefaultMaxTags)
 	orDefault(&c.SubscriptionBuffer, DefaultSubscriptionBuffer)
+	c.setPubSubDefaults()
 	orDefault(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
@@ -481,6 +507,7 @@ func (c *Config) validate() error {
 		checkRange("tag limit", int64(c.MaxTags), MaxMaxTags),
 		checkPolicy(c.Policy),
 		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
+		c.checkPubSub(),
 		checkKey(c.Key),
 		checkHeartbeat(c.HeartbeatInterval, c.HeartbeatTimeout),
 	} {

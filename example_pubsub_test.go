@@ -2,6 +2,7 @@ package netio_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -108,4 +109,41 @@ func ExampleWithPolicy() {
 	// seq 3: message 3
 	// seq 4: message 4
 	// received 2, dropped 3, lost on the way 0
+}
+
+// Shutdown ends a publisher once its subscribers have what it published,
+// and tells them so: the subscription reports the publisher closed, and
+// here, allowed one try to reconnect, gives up and closes C.
+func ExamplePublisher_Shutdown() {
+	pub, err := netio.ListenPublisher("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	sub, err := netio.Subscribe(ctx, "tcp", pub.Addr().String(), []uint64{7}, netio.WithMaxReconnects(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+
+	for i := range 3 {
+		pub.Publish(ctx, 7, fmt.Appendf(nil, "message %d", i))
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fmt.Println("shutdown:", pub.Shutdown(sctx))
+	for m := range sub.C {
+		fmt.Printf("seq %d: %s\n", m.Seq(), m.Bytes())
+		m.Release()
+	}
+	for ev := range sub.Events() {
+		fmt.Printf("%v (the publisher closed: %v)\n", ev.Kind, errors.Is(ev.Err, netio.ErrPublisherClosed))
+	}
+	// Output:
+	// shutdown: <nil>
+	// seq 0: message 0
+	// seq 1: message 1
+	// seq 2: message 2
+	// disconnected (the publisher closed: true)
+	// closed (the publisher closed: true)
 }

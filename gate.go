@@ -75,6 +75,29 @@ func (g *sendGate) lockSlow() {
 	g.queue.Unlock()
 }
 
+// lockUntil is lock that gives up when done is closed (nil: never),
+// reporting whether it got in. A publisher waits so for a subscriber's
+// gate, which another tag's publish may hold across a wait for room.
+func (g *sendGate) lockUntil(done <-chan struct{}) bool {
+	if g.enter(gateWriter) {
+		return true
+	}
+	if done == nil {
+		g.lockSlow()
+		return true
+	}
+	g.waiters.Add(1)
+	defer g.waiters.Add(-1)
+	for !g.enter(gateWriter) {
+		select {
+		case <-g.free:
+		case <-done:
+			return false
+		}
+	}
+	return true
+}
+
 // enter is who (gateWriter or gateReactor) entering if nobody is inside,
 // whatever the flags. A waiter counts itself before it looks, so no
 // wake-up is lost: either it sees the gate open, or the unlock that opens

@@ -59,6 +59,15 @@ type link struct {
 	packed      openSealer        // the owner's sender, when it packs (packing.go)
 	connected   chan error        // the handshake's outcome, for Dial
 	authReq     [authTrailer]byte // dialing with a key: our request's authenticator
+	// farewell, when the owner sets it, is its last word: called once, as
+	// the FIN goes, it returns the FIN's payload. dropping tells it that
+	// data written and not posted is given up (closeNow, or Linger ran
+	// out): what was not sent shows in the payload instead.
+	farewell   func(dropping bool) []byte
+	finPayload []byte
+	dropping   bool
+	ctlSlot    uint32 // the buffer of the control message being handled
+	ctlHeld    bool   // its owner keeps it (holdControl)
 }
 
 // linkConfig is what a link posts and accepts, from the Config of its
@@ -721,6 +730,12 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.onHeartbeat(h.msgLen)
 	case h.kind == kindFin:
 		l.hb.ctlHeard++
+		if h.fragLen > 0 { // the owner's farewell
+			if err := l.owner.control(l, kindFin, b[headerSize:headerSize+int(h.fragLen)]); err != nil {
+				l.fail(err)
+				return
+			}
+		}
 		l.finRecv = true
 		if h.flags&flagHalfClose != 0 {
 			l.rx.fin.Store(true) // after the data before it, in ready
@@ -734,11 +749,33 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			return
 		}
 		payload := b[headerSize : headerSize+int(h.fragLen)]
-		if err := l.owner.control(l, h.kind, payload); err != nil {
-			l.fail(err)
-			return
+		l.ctlSlot = slot
+		err := l.owner.control(l, h.kind, payload)
+		if l.ctlHeld {
+			l.ctlHeld = false // the owner posts it again (releaseControl)
+		} else {
+			l.rxReclaim = append(l.rxReclaim, slot)
 		}
+		if err != nil {
+			l.fail(err)
+		}
+	}
+}
+
+// holdControl keeps the buffer of the control message that owner.control
+// is handling from being posted again until releaseControl: the peer's
+// credits then bound the messages its owner has yet to handle. On the
+// reactor, inside owner.control.
+func (l *link) holdControl() uint32 {
+	l.ctlHeld = true
+	return l.ctlSlot
+}
+
+// releaseControl posts again a buffer held by holdControl. On the reactor.
+func (l *link) releaseControl(slot uint32) {
+	if l.life.accepting() {
 		l.rxReclaim = append(l.rxReclaim, slot)
+		l.service()
 	}
 }
 
@@ -837,7 +874,7 @@ func (l *link) service() {
 func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 	head := l.tx.head.Load()
 	slots := uint64(l.tx.slots)
-	for l.txPosted < head && len(l.ctlOut) == 0 {
+	for l.txPosted < head && len(l.ctlOut) == 0 && !l.dropping {
 		slot := int(l.txPosted % slots)
 		lent := &l.tx.lent[slot]
 		st := lent.Load()
@@ -1031,15 +1068,52 @@ func (l *link) closeWrite() {
 	l.service()
 }
 
-// sendFin sends FIN, once, when everything written is posted.
+// sendFin sends FIN, once, when everything written is posted (or is
+// being dropped), with the owner's farewell as its payload.
 func (l *link) sendFin() {
-	if !l.finSent && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 {
-		var flags uint8
-		if l.shutWrite {
-			flags = flagHalfClose
-		}
-		l.finSent = l.sendControl(kindFin, flags)
+	if l.finSent || !l.dropping && (l.txPosted != l.tx.head.Load() || len(l.ctlOut) > 0) {
+		return
 	}
+	if l.farewell != nil {
+		l.finPayload = l.farewell(l.dropping)
+		l.farewell = nil
+	}
+	var flags uint8
+	if l.shutWrite {
+		flags = flagHalfClose
+	}
+	if l.finPayload == nil {
+		l.finSent = l.sendControl(kindFin, flags)
+		return
+	}
+	slot, ok := l.res.ctl.free()
+	if !ok || !l.credit.canTake(controlSend) {
+		return
+	}
+	give, _ := l.credit.take(controlSend)
+	if err := l.res.ctl.send(l.res.ep, slot, kindFin, flags, give, l.finPayload); err != nil {
+		l.credit.undo(give)
+		if !errors.Is(err, ofi.EAGAIN) {
+			l.fail(err)
+		}
+		return
+	}
+	l.finSent = true
+	l.eng.markDirty(l)
+}
+
+// closeNow closes l at once for its owner: what was written and not
+// posted is dropped, the owner's control messages too, and FIN goes with
+// the farewell as soon as a credit allows, the last one included. On the
+// reactor.
+func (l *link) closeNow() {
+	l.dropping = true
+	l.ctlOut = nil
+	if l.life.state == linkDraining {
+		l.service()
+		return
+	}
+	l.close()
 }
 
 // continueClose sends FIN once everything written is posted, and finishes
@@ -1054,12 +1128,23 @@ func (l *link) continueClose() {
 // lingerExpired reports whether a draining link has waited long enough,
 // and if so finishes it.
 func (l *link) lingerExpired(now time.Time) bool {
-	if now.After(l.life.lingerUntil) {
-		l.finishClose()
-		return true
+	if !now.After(l.life.lingerUntil) {
+		return false
 	}
-	return false
+	if (l.farewell != nil || l.finPayload != nil) && !l.dropping && !l.finSent {
+		// The owner says what did not go: one more while for its FIN,
+		// which may take the last credit.
+		l.life.lingerUntil = now.Add(min(l.cfg.linger, farewellGrace))
+		l.closeNow()
+		return l.life.state == linkClosed
+	}
+	l.finishClose()
+	return true
 }
+
+// farewellGrace bounds how long a link that gave up on its data waits for
+// its FIN, with the owner's farewell, to go.
+const farewellGrace = time.Second
 
 // finishClose tears the endpoint down and frees everything.
 func (l *link) finishClose() {

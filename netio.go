@@ -41,9 +41,11 @@
 // silent. Per subscription, WithMode picks LowLatency (sent at once,
 // packed behind sends in flight) or HighThroughput (pages), and WithPolicy
 // what happens when
-// the subscriber falls behind: Block (lossless, Publish waits), DropOldest
-// or DropNewest (counted in Stats). A lost connection is made again with
-// backoff, and the subscription carries on.
+// the subscriber falls behind: Block (lossless, Publish waits, up to the
+// publisher's slow-subscriber limit), DropOldest or DropNewest (counted in
+// Stats). A lost connection is made again with backoff, and the
+// subscription carries on; its Events channel says what happened.
+// Publisher.Shutdown ends a publisher without silent loss.
 //
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken
@@ -119,9 +121,10 @@ const (
 	// flood of requests is refused long before it exhausts the process.
 	DefaultMaxConns = 1024
 	// DefaultMaxTags is how many tags one subscriber's connection may hold
-	// at a Publisher (Config.MaxTags). A subscribed tag costs 191 bytes
-	// (measured, publisher and subscriber in one process): 16,384 of them
-	// 3 MiB, and a publisher at DefaultMaxConns at most 3 GiB.
+	// at a Publisher (Config.MaxTags). A subscribed tag costs about 300
+	// bytes (measured, publisher and subscriber in one process, 100,000
+	// tags): 16,384 of them 5 MiB, and a publisher at DefaultMaxConns at
+	// most 5 GiB.
 	DefaultMaxTags = 16384
 	// DefaultSubscriptionBuffer is how many messages a Subscription's
 	// channel holds.

@@ -9,10 +9,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/netio-go/netio/ofi"
-	"github.com/netio-go/netio/reactor"
 )
 
 // Publisher sends messages by tag to every subscriber of the tag. Subscribers
@@ -37,26 +35,37 @@ type Publisher struct {
 	cfg         Config
 	incarnation uint64
 
-	pubMu   sync.Mutex   // serialises Publish: a tag's messages reach each subscriber in sequence order
-	tableMu sync.RWMutex // Publish reads the table; the reactor changes it with TryLock, never waiting
+	// The tag table. Publish looks a tag up under the read lock, then
+	// takes the tag's turn; the subscribers' workers (pubtable.go) add and
+	// delete entries under the write lock. The reactor never touches it.
+	tableMu sync.RWMutex
 	tags    map[uint64]*tagEntry
 
-	links     atomic.Pointer[[]*pubLink] // connected subscribers; replaced by the reactor
-	closed    atomic.Bool
-	closeOnce sync.Once
-	stats     pubStats
-
-	// Reactor only.
-	work        []*pubLink // links whose requests or retirement wait for a lock
-	tick        *reactor.Timer
-	ticking     bool
-	stopTicking bool // closed: the timer goes once the work is done
+	links   atomic.Pointer[[]*pubLink] // connected subscribers; replaced by the reactor
+	state   atomic.Int32               // pubOpen, pubShutting, pubClosed
+	hard    context.Context            // cancelled by a Close during Shutdown: it stops waiting
+	stop    context.CancelFunc         // cancels hard
+	ended   chan struct{}              // closed when Close or Shutdown is over
+	workers workerCount
+	events  *eventQueue
+	stats   pubStats
 }
+
+const (
+	pubOpen     = iota
+	pubShutting // Shutdown runs: no new Publish
+	pubClosed
+)
 
 // tagEntry is one tag of the table.
 type tagEntry struct {
-	next uint64   // sequence number of the tag's next message
-	subs []tagSub // replaced, never changed in place: Publish walks a snapshot
+	turn turn
+	// Under turn: the sequence number of the tag's next message, the
+	// subscribers (replaced, never changed in place), and whether the
+	// entry left the table (a Publish that found it looks again).
+	next uint64
+	subs []tagSub
+	dead bool
 }
 
 type tagSub struct {
@@ -73,6 +82,8 @@ type pubStats struct {
 	tagsRefused   atomic.Uint64
 	subscribers   atomic.Int64
 	timedOut      atomic.Uint64
+	cutSlow       atomic.Uint64
+	undelivered   atomic.Uint64
 }
 
 // PublisherStats are a Publisher's counters since it started.
@@ -87,14 +98,45 @@ type PublisherStats struct {
 	// TagsRefused counts subscribe requests refused because they would
 	// have taken a subscriber past Config.MaxTags.
 	TagsRefused uint64
+	// CutSlow counts Block subscribers cut loose because their window
+	// stayed full longer than Config.SlowSubscriberLimit
+	// (ErrSlowSubscriber).
+	CutSlow uint64
+	// Undelivered counts messages that did not reach a subscriber they
+	// were published to, summed over subscribers: those a Publish gave
+	// up on when its context ended (a Block subscriber that had fallen
+	// behind), and those still unsent when a subscriber was cut loose or
+	// the publisher closed. Each shows as missed at its subscriber.
+	Undelivered uint64
+	// EventsDropped counts events Events could not hold.
+	EventsDropped uint64
 	// Listener counts the subscribers' connection set-up: accepted,
 	// rejected at the handshake and why, failed.
 	Listener ListenerStats
 }
 
-// tickEvery is how soon the reactor tries again a table change or a
-// retirement that found a lock taken.
-const tickEvery = 200 * time.Microsecond
+// ErrUndelivered is matched by the error of a Publish whose context ended
+// before every live subscriber of the tag had the message, and by that of
+// a Shutdown that ended before every subscriber had what was published.
+// The error is an *UndeliveredError, which says how many.
+var ErrUndelivered = errors.New("netio: not every subscriber got every message")
+
+// UndeliveredError is what Publish and Shutdown report when their
+// context ended before every subscriber had every message: Messages did
+// not reach Subscribers subscribers (a Publish: one message each).
+// Each subscriber counts what it missed in its Stats and events. It
+// matches ErrUndelivered and the context's error.
+type UndeliveredError struct {
+	Messages    uint64
+	Subscribers int
+	Err         error // why the wait ended: the context's error
+}
+
+func (e *UndeliveredError) Error() string {
+	return fmt.Sprintf("%v: %d message(s) did not reach %d subscriber(s): %v", ErrUndelivered, e.Messages, e.Subscribers, e.Err)
+}
+
+func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.Err} }
 
 // ListenPublisher listens for subscribers on address (host:port; port 0
 // picks a free one) over the provider named by network. Subscribers choose
@@ -122,21 +164,19 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 	var p *Publisher
 	_, _, err := listen("listen", network, address, opts, roleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
 		ac.anyMode = true
-		p = &Publisher{ac: ac, eng: ac.eng, raw: raw, cfg: cfg, tags: map[uint64]*tagEntry{}}
+		p = &Publisher{ac: ac, eng: ac.eng, raw: raw, cfg: cfg, tags: map[uint64]*tagEntry{},
+			ended: make(chan struct{}), workers: newWorkerCount(), events: newEventQueue(cfg.EventBuffer)}
 		return p
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.hard, p.stop = context.WithCancel(context.Background())
 	var b [8]byte
 	rand.Read(b[:])
 	p.incarnation = binary.LittleEndian.Uint64(b[:])
 	p.links.Store(&[]*pubLink{})
-	if err := p.eng.r.Call(func() { p.tick, err = p.eng.r.NewTimer(p.onTick) }); err == nil && p.tick != nil {
-		return p, nil
-	}
-	p.Close()
-	return nil, p.opError("listen", errors.Join(err, net.ErrClosed))
+	return p, nil
 }
 
 // linkConfig is how a link to a subscriber in mode m is sized: sends as the
@@ -189,47 +229,112 @@ func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
 
 // Publish sends msg to every subscriber of tag, as the next message of the
 // tag's sequence. For a tag without subscribers it costs a lookup and
-// sends nothing. A subscriber under Block that has fallen behind makes
-// Publish wait, bounded by ctx; one under a drop policy never does (what
-// its link cannot take is dropped and counted). The error is the first of
-// ctx's, ErrMessageTooLarge, or net.ErrClosed after Close; a subscriber
-// that went away is not an error.
+// sends nothing.
+//
+// A subscriber under Block that has fallen behind makes Publish wait for
+// it, bounded by ctx and by Config.SlowSubscriberLimit, after which the
+// publisher cuts it loose; the other subscribers of the tag get the
+// message first, and nothing waits for a subscriber of another tag. One
+// under a drop policy never makes it wait: what its link cannot take is
+// dropped and counted.
+//
+// The result is nil when every subscriber of the tag still connected has
+// the message, or dropped it under its policy. When ctx ends first, the
+// error is an *UndeliveredError (errors.Is ErrUndelivered, and ctx's
+// error) saying how many subscribers missed it; each of them sees the gap.
+// A ctx that has already ended sends nothing and returns its error.
+// Otherwise the error is ErrMessageTooLarge for a message above a
+// subscriber's limit, or net.ErrClosed after Close or Shutdown; a
+// subscriber that went away is not an error. Publish may be called from
+// several goroutines at once: each tag's messages are numbered and
+// delivered in the order their Publish calls took their turn.
 func (p *Publisher) Publish(ctx context.Context, tag uint64, msg []byte) error {
-	if p.closed.Load() {
+	if p.state.Load() != pubOpen {
 		return p.opError("publish", net.ErrClosed)
 	}
-	p.pubMu.Lock()
-	p.tableMu.RLock()
-	e := p.tags[tag]
-	if e == nil {
-		p.tableMu.RUnlock()
-		p.pubMu.Unlock()
-		p.stats.unsubscribed.Add(1)
-		return nil
-	}
-	seq := e.next
-	e.next++ // only Publish writes it, under pubMu; the reactor reads it under tableMu
-	subs := e.subs
-	p.tableMu.RUnlock()
-	p.stats.published.Add(1)
-	var first error
-	for _, s := range subs {
-		if err := s.pl.publish(ctx, tag, seq, msg, s.policy); err != nil && first == nil {
-			first = err
+	done := ctx.Done()
+	if done != nil {
+		select {
+		case <-done:
+			return p.opError("publish", ctx.Err())
+		default:
 		}
 	}
-	p.pubMu.Unlock()
-	return first
+	for {
+		p.tableMu.RLock()
+		e := p.tags[tag]
+		p.tableMu.RUnlock()
+		if e == nil {
+			p.stats.unsubscribed.Add(1)
+			return nil
+		}
+		if !e.turn.lock(done) {
+			return p.opError("publish", ctx.Err()) // nothing numbered, nothing sent
+		}
+		if e.dead {
+			e.turn.unlock()
+			continue
+		}
+		if p.state.Load() != pubOpen {
+			e.turn.unlock()
+			return p.opError("publish", net.ErrClosed)
+		}
+		seq := e.next
+		e.next++
+		err := p.deliver(ctx, tag, seq, msg, e.subs)
+		e.turn.unlock()
+		return err
+	}
+}
+
+// deliver hands message seq of tag to subs: first to every subscriber
+// that takes it without waiting, then to those that make it wait. Under
+// the tag's turn.
+func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, subs []tagSub) error {
+	p.stats.published.Add(1)
+	var laterBuf [8]int
+	later := laterBuf[:0]
+	var missed uint64
+	tooLarge := false
+	for i := range subs {
+		switch subs[i].pl.offer(tag, seq, msg, subs[i].policy) {
+		case offerLater:
+			later = append(later, i)
+		case offerTooLarge:
+			tooLarge = true
+		case offerStranded:
+			missed++
+		}
+	}
+	for _, i := range later {
+		if !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
+			missed++
+		}
+	}
+	if tooLarge {
+		return p.opError("publish", ErrMessageTooLarge)
+	}
+	if missed > 0 {
+		p.stats.undelivered.Add(missed)
+		err := ctx.Err()
+		if err == nil {
+			err = net.ErrClosed // Shutdown or Close stopped it
+		}
+		return p.opError("publish", &UndeliveredError{Messages: missed, Subscribers: int(missed), Err: err})
+	}
+	return nil
 }
 
 // Flush sends every subscriber's open page now (HighThroughput
-// subscribers), without waiting for it to fill.
+// subscribers), without waiting for it to fill. It never waits for a
+// subscriber: a page a Publish is writing into goes as that Publish
+// returns.
 func (p *Publisher) Flush() error {
-	if p.closed.Load() {
+	if p.state.Load() != pubOpen {
 		return p.opError("flush", net.ErrClosed)
 	}
 	for _, pl := range *p.links.Load() {
-		pl.send.flush() // a subscriber that went away is not an error
+		pl.flush() // a subscriber that went away is not an error
 	}
 	return nil
 }
@@ -237,14 +342,17 @@ func (p *Publisher) Flush() error {
 // Stats returns the publisher's counters. Any goroutine, also after Close.
 func (p *Publisher) Stats() PublisherStats {
 	s := PublisherStats{
-		Published:    p.stats.published.Load(),
-		Unsubscribed: p.stats.unsubscribed.Load(),
-		Dropped:      p.stats.dropped.Load(),
-		Subscribers:  int(p.stats.subscribers.Load()),
-		TimedOut:     p.stats.timedOut.Load(),
-		Delivered:    p.stats.deliveredGone.Load(),
-		TagsRefused:  p.stats.tagsRefused.Load(),
-		Listener:     p.ac.stats.snapshot(),
+		Published:     p.stats.published.Load(),
+		Unsubscribed:  p.stats.unsubscribed.Load(),
+		Dropped:       p.stats.dropped.Load(),
+		Subscribers:   int(p.stats.subscribers.Load()),
+		TimedOut:      p.stats.timedOut.Load(),
+		Delivered:     p.stats.deliveredGone.Load(),
+		TagsRefused:   p.stats.tagsRefused.Load(),
+		CutSlow:       p.stats.cutSlow.Load(),
+		Undelivered:   p.stats.undelivered.Load(),
+		EventsDropped: p.events.dropped.Load(),
+		Listener:      p.ac.stats.snapshot(),
 	}
 	for _, pl := range *p.links.Load() {
 		s.Delivered += pl.send.delivered()
@@ -255,94 +363,158 @@ func (p *Publisher) Stats() PublisherStats {
 	return s
 }
 
+// Events returns the channel that reports subscribers joining and
+// leaving (EventSubscriberJoined, EventSubscriberLeft, whose Err says
+// why: ErrSlowSubscriber for one cut loose). It holds Config.EventBuffer
+// events; what finds it full is dropped and counted in
+// Stats().EventsDropped, never waited for. It is closed once Close or
+// Shutdown is over.
+func (p *Publisher) Events() <-chan Event { return p.events.c }
+
 // Addr returns the address subscribers dial.
 func (p *Publisher) Addr() net.Addr { return &p.ac.addr }
 
-// Close stops listening and closes every subscriber's link, sending what
-// was published first (bounded by Config.Linger, once for all of them).
-// Subscribers see the end and try to reconnect.
-func (p *Publisher) Close() error {
-	first := false
-	p.closeOnce.Do(func() { first = true; p.closed.Store(true) })
-	if !first {
-		return p.opError("close", net.ErrClosed)
+// Shutdown stops the publisher gracefully: it takes no new subscribers and
+// no new Publish (they fail with net.ErrClosed), lets the Publish calls in
+// progress finish, sends every subscriber what was published, and waits
+// until each has it, bounded by ctx. Then it closes every subscriber's
+// connection, telling each where every tag's sequence ended, so that a
+// subscriber that did not get everything counts what it missed.
+//
+// It returns nil when every subscriber got everything. When ctx ends
+// first, it stops waiting, and the error is an *UndeliveredError (errors.Is
+// ErrUndelivered) saying how many messages did not reach how many
+// subscribers. A Close while Shutdown waits makes it stop waiting the same
+// way. After Close or another Shutdown it returns net.ErrClosed.
+func (p *Publisher) Shutdown(ctx context.Context) error {
+	if !p.state.CompareAndSwap(pubOpen, pubShutting) {
+		return p.opError("shutdown", net.ErrClosed)
 	}
+	defer close(p.ended)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopHard := context.AfterFunc(p.hard, cancel)
+	defer stopHard()
+	p.eng.r.Call(p.ac.close)
 	links := *p.links.Load()
-	// A Publish waiting for a slow subscriber holds that link's send gate:
-	// the closed flag and a wake make it give up first.
+	// Publish calls in progress end first (each holds its tag's turn).
+	finals := p.collectFinals(ctx.Done(), links)
+	for _, pl := range links {
+		if !pl.drain(ctx) {
+			p.stopWriters(links)
+		}
+	}
+	var lost uint64
+	var losers int
+	var waits []<-chan struct{}
+	p.eng.r.Call(func() {
+		for _, pl := range links {
+			// A subscriber that left counts what it missed when it
+			// comes back; the others are told now.
+			n := pl.unposted()
+			p.stats.undelivered.Add(n) // the stranded ones were counted by their Publish
+			if n += pl.stranded.Load(); n > 0 && !pl.l.life.ended.Load() {
+				lost += n
+				losers++
+			}
+			pl.counted = true
+			pl.sayGoodbye(finals[pl], true)
+			waits = append(waits, pl.l.life.released)
+		}
+	})
+	p.finish(waits)
+	if lost > 0 {
+		return p.opError("shutdown", &UndeliveredError{Messages: lost, Subscribers: losers, Err: ctx.Err()})
+	}
+	return nil
+}
+
+// Close stops listening and closes every subscriber's connection at once,
+// sending what was already published for up to Config.Linger; a Publish
+// waiting for a subscriber returns net.ErrClosed. Each subscriber is told
+// where every tag's sequence ended, so that what it did not get counts as
+// missed there (and in Stats().Undelivered here). Shutdown is the graceful
+// end that waits for the subscribers. Subscribers see the end and try to
+// reconnect.
+func (p *Publisher) Close() error {
+	if p.state.CompareAndSwap(pubOpen, pubClosed) {
+		p.closeHard()
+		close(p.ended)
+		return nil
+	}
+	if p.state.CompareAndSwap(pubShutting, pubClosed) {
+		p.stop()
+		<-p.ended
+		return nil
+	}
+	return p.opError("close", net.ErrClosed)
+}
+
+func (p *Publisher) closeHard() {
+	links := *p.links.Load()
+	p.stopWriters(links)
+	for _, pl := range links {
+		pl.send.sealForClose()
+	}
+	finals := p.collectFinals(nil, links)
+	var waits []<-chan struct{}
+	p.eng.r.Call(func() {
+		p.ac.close()
+		for _, pl := range links {
+			pl.sayGoodbye(finals[pl], false)
+			waits = append(waits, pl.l.life.released)
+		}
+	})
+	p.finish(waits)
+}
+
+// finish waits for the subscribers' links to go, stops the workers and
+// lets go of the engine.
+func (p *Publisher) finish(waits []<-chan struct{}) {
+	awaitReleased(waits, p.cfg.Linger+farewellGrace)
+	p.workers.stop()
+	p.state.Store(pubClosed)
+	p.stop()
+	p.events.close(nil)
+	p.eng.release()
+}
+
+// stopWriters makes every Publish give up on links, including one that
+// waits for a subscriber's room.
+func (p *Publisher) stopWriters(links []*pubLink) {
 	for _, pl := range links {
 		pl.closed.Store(true)
 		pl.l.tx.wake.wake()
 	}
-	var waits []<-chan struct{}
-	for _, pl := range links {
-		pl.send.sealForClose()
-		waits = append(waits, pl.l.life.released)
+}
+
+// collectFinals waits for each tag's turn, so that the Publish calls in
+// progress are over, and returns where each link's tags end. If done
+// closes first, the Publish calls are made to give up.
+func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*pubLink][]finalSeq {
+	p.tableMu.RLock()
+	entries := make(map[uint64]*tagEntry, len(p.tags))
+	for tag, e := range p.tags {
+		entries[tag] = e
 	}
-	p.eng.r.Call(func() {
-		p.ac.close()
-		for _, pl := range links {
-			p.retire(pl)
+	p.tableMu.RUnlock()
+	finals := map[*pubLink][]finalSeq{}
+	for tag, e := range entries {
+		if !e.turn.lock(done) {
+			p.stopWriters(links)
+			done = nil
+			e.turn.lock(nil)
 		}
-	})
-	awaitReleased(waits, p.cfg.Linger)
-	p.eng.r.Call(func() {
-		p.stopTicking = true
-		p.process() // closes the timer once no retirement waits any more
-	})
-	p.eng.release()
-	return nil
+		for _, s := range e.subs {
+			finals[s.pl] = append(finals[s.pl], finalSeq{tag: tag, next: e.next})
+		}
+		e.turn.unlock()
+	}
+	return finals
 }
 
 func (p *Publisher) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: p.ac.network, Addr: &p.ac.addr, Err: err}
-}
-
-// retire takes pl out of the table and closes it; on the reactor.
-func (p *Publisher) retire(pl *pubLink) {
-	pl.retiring = true
-	p.schedule(pl)
-}
-
-// schedule queues pl's waiting work and tries it now.
-func (p *Publisher) schedule(pl *pubLink) {
-	if !pl.queued {
-		pl.queued = true
-		p.work = append(p.work, pl)
-	}
-	p.process()
-}
-
-func (p *Publisher) onTick() {
-	p.ticking = false
-	if p.tick != nil {
-		p.process()
-	}
-}
-
-// process applies the requests and retirements that wait, as far as the
-// locks allow without waiting; what is left is tried again on the next
-// tick.
-func (p *Publisher) process() {
-	kept := p.work[:0]
-	for _, pl := range p.work {
-		if !pl.progress() {
-			kept = append(kept, pl)
-			continue
-		}
-		pl.queued = false
-	}
-	clear(p.work[len(kept):])
-	p.work = kept
-	switch {
-	case p.tick == nil:
-	case len(p.work) > 0 && !p.ticking:
-		p.ticking = true
-		p.tick.StartOnce(tickEvery)
-	case len(p.work) == 0 && p.stopTicking:
-		p.tick.Close()
-		p.tick = nil
-	}
 }
 
 // setLinks replaces the list of connected subscribers; on the reactor.
@@ -359,261 +531,4 @@ func (p *Publisher) setLinks(add, remove *pubLink) {
 	}
 	p.links.Store(&next)
 	p.stats.subscribers.Store(int64(len(next)))
-}
-
-// pubLink is the publisher's link to one subscriber.
-type pubLink struct {
-	p      *Publisher
-	l      *link
-	send   sender
-	frames *pageWriter // send.frames: takes each record's tag and sequence number
-	closed atomic.Bool // retired: Publish skips it
-	stats  connStats
-
-	// Reactor only.
-	tags     map[uint64]Policy // what the subscriber has in the table
-	pending  []pendingRequest  // requests waiting for the table lock
-	retiring bool
-	letGo    bool // out of the gate's reach and closed
-	queued   bool // in p.work
-}
-
-type pendingRequest struct {
-	kind uint8
-	req  request
-}
-
-// maxPendingRequests bounds the requests a subscriber may have waiting.
-const maxPendingRequests = 64
-
-func (pl *pubLink) sized(l *link) error {
-	s := &pl.send
-	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
-	pl.frames = s.frames.(*pageWriter)
-	s.maxSend = l.sizes.maxSend
-	s.appendMax = s.maxSend
-	if s.pack = s.frames.packs(); s.pack {
-		l.packed = s
-	}
-	if s.lazy = s.frames.lazy(); s.lazy {
-		var err error
-		if s.watch, err = newPageWatch(s, l, &pl.p.cfg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (pl *pubLink) up(l *link) {
-	pl.p.ac.setUp(l)
-	pl.p.setLinks(pl, nil)
-	if pl.p.closed.Load() {
-		pl.p.retire(pl) // came up while the publisher closed
-	}
-}
-
-func (pl *pubLink) setupFailed(l *link) {
-	pl.p.ac.setupFailed(l)
-	l.finishClose()
-}
-
-// ended is the subscriber gone: out of the table, and closed.
-func (pl *pubLink) ended(l *link) {
-	if errors.Is(l.life.err, ErrPeerTimeout) {
-		pl.p.stats.timedOut.Add(1)
-	}
-	pl.p.retire(pl)
-}
-
-func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {
-	if kind != kindSubscribe && kind != kindUnsubscribe {
-		return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
-	}
-	req, err := parseRequest(payload)
-	if err != nil {
-		return err
-	}
-	if len(pl.pending) >= maxPendingRequests {
-		return fmt.Errorf("%w: more than %d subscription requests waiting", ErrProtocol, maxPendingRequests)
-	}
-	pl.pending = append(pl.pending, pendingRequest{kind: kind, req: req})
-	pl.p.schedule(pl)
-	return nil
-}
-
-func (pl *pubLink) released(*link) {
-	if pl.send.watch != nil {
-		pl.send.watch.close()
-	}
-	pl.p.ac.released()
-}
-
-// progress does what pl waits for as far as it can without waiting, and
-// reports whether it is all done. On the reactor.
-func (pl *pubLink) progress() bool {
-	p := pl.p
-	if len(pl.pending) > 0 || pl.retiring && len(pl.tags) > 0 {
-		if !p.tableMu.TryLock() {
-			return false
-		}
-		var acks []ack
-		if !pl.retiring {
-			for _, r := range pl.pending {
-				acks = append(acks, pl.apply(r))
-			}
-		}
-		if pl.retiring {
-			for tag := range pl.tags {
-				pl.leave(tag)
-			}
-		}
-		p.tableMu.Unlock()
-		clear(pl.pending)
-		pl.pending = pl.pending[:0]
-		for i := range acks {
-			pl.sendAck(&acks[i])
-		}
-	}
-	if !pl.retiring {
-		return true
-	}
-	// Nobody may be inside the send side when the link lets go of its
-	// memory: the reactor's CAS on the gate, then the closed flag every
-	// writer checks inside it.
-	if !pl.letGo {
-		if !pl.send.gate.tryReactor() {
-			return false
-		}
-		pl.closed.Store(true)
-		pl.send.gate.unlock()
-		pl.letGo = true
-		// Counted before it leaves the list, so that Delivered never goes
-		// down (a Stats between the two may count it twice for a moment).
-		p.stats.deliveredGone.Add(pl.send.delivered())
-		p.setLinks(nil, pl)
-		pl.l.close()
-	}
-	return true
-}
-
-// apply puts a request into the table; under tableMu. A subscription that
-// would take the subscriber past MaxTags is refused whole.
-func (pl *pubLink) apply(r pendingRequest) ack {
-	if r.kind == kindSubscribe && pl.newTags(r.req.tags) > pl.p.cfg.MaxTags-len(pl.tags) {
-		pl.p.stats.tagsRefused.Add(1)
-		return ack{id: r.req.id, refused: true, incarnation: pl.p.incarnation}
-	}
-	a := ack{id: r.req.id, incarnation: pl.p.incarnation, tags: r.req.tags, next: make([]uint64, len(r.req.tags))}
-	for i, tag := range r.req.tags {
-		if r.kind == kindSubscribe {
-			a.next[i] = pl.join(tag, r.req.policy)
-		} else {
-			pl.leave(tag)
-		}
-	}
-	return a
-}
-
-// newTags counts the tags the subscriber does not hold yet (a tag named
-// twice, which netio's subscribers never do, twice).
-func (pl *pubLink) newTags(tags []uint64) int {
-	n := 0
-	for _, tag := range tags {
-		if _, ok := pl.tags[tag]; !ok {
-			n++
-		}
-	}
-	return n
-}
-
-// join adds pl to tag's subscribers and returns the tag's next sequence
-// number; under tableMu.
-func (pl *pubLink) join(tag uint64, policy Policy) uint64 {
-	p := pl.p
-	e := p.tags[tag]
-	if e == nil {
-		e = &tagEntry{}
-		p.tags[tag] = e
-	}
-	subs := make([]tagSub, 0, len(e.subs)+1)
-	for _, s := range e.subs {
-		if s.pl != pl {
-			subs = append(subs, s)
-		}
-	}
-	e.subs = append(subs, tagSub{pl: pl, policy: policy})
-	pl.tags[tag] = policy
-	return e.next
-}
-
-// leave takes pl out of tag's subscribers; under tableMu.
-func (pl *pubLink) leave(tag uint64) {
-	p := pl.p
-	delete(pl.tags, tag)
-	e := p.tags[tag]
-	if e == nil {
-		return
-	}
-	subs := make([]tagSub, 0, len(e.subs))
-	for _, s := range e.subs {
-		if s.pl != pl {
-			subs = append(subs, s)
-		}
-	}
-	if len(subs) == 0 {
-		delete(p.tags, tag) // nobody saw its sequence: it may start again
-		return
-	}
-	e.subs = subs
-}
-
-// sendAck answers a request, in as many messages as its tags need.
-func (pl *pubLink) sendAck(a *ack) {
-	for first := true; first || len(a.tags) > 0; first = false {
-		n := min(len(a.tags), tagsPerAck)
-		part := ack{id: a.id, refused: a.refused, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
-		if err := pl.l.sendOwnerControl(kindAck, part.marshal()); err != nil {
-			return
-		}
-		a.tags, a.next = a.tags[n:], a.next[n:]
-	}
-}
-
-// publish writes one tagged message to the subscriber.
-func (pl *pubLink) publish(ctx context.Context, tag, seq uint64, msg []byte, policy Policy) error {
-	s := &pl.send
-	s.gate.lock()
-	pl.frames.setRecord(tag, seq)
-	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
-		s.msgs++
-		s.bytes += uint64(len(msg))
-		s.unlock()
-		return nil
-	}
-	if pl.closed.Load() {
-		s.unlock()
-		return nil
-	}
-	_, err := s.writeLocked(ctx, msg, policy != Block)
-	s.unlock()
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrWouldBlock):
-		pl.p.stats.dropped.Add(1)
-		return nil
-	case errors.Is(err, ErrMessageTooLarge), ctx.Err() != nil:
-		return err
-	}
-	return nil // the subscriber went away
-}
-
-func (pl *pubLink) opError(op string, err error) error {
-	return pl.p.opError("publish", err)
-}
-
-func (pl *pubLink) stopWaiting(w *atomic.Bool) {
-	if !w.Swap(false) {
-		pl.p.eng.wakesInFlight.Add(-1)
-	}
 }

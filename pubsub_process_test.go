@@ -77,6 +77,8 @@ func TestPubSubChild(t *testing.T) {
 		subscriberChild()
 	case "pub":
 		publisherChild()
+	case "ctl":
+		ctlSubscriberChild()
 	default:
 		t.Skip("run by the publish/subscribe process tests")
 	}
@@ -335,9 +337,10 @@ func waitSubscribers(t *testing.T, p *netio.Publisher, n int) {
 	}
 }
 
-// A publisher process killed and started again on its address: the
-// subscription reconnects by itself, C stays open, and the restart shows
-// in Stats.
+// A publisher process killed (SIGKILL) and started again on its address:
+// the subscription reconnects by itself, C stays open, its events say
+// disconnected, reconnected and publisher restarted, in that order, and
+// Stats count the restart and a span of unknown loss.
 func TestPubSubPublisherRestarted(t *testing.T) {
 	const tags = 10
 	addr := freePort(t)
@@ -375,26 +378,37 @@ func TestPubSubPublisherRestarted(t *testing.T) {
 	restarted := time.Now()
 	// What the old publisher sent before it died may still be queued
 	// (more than 100 messages when sends are quick): read until the
-	// subscription has counted the restart, then the new one's messages.
+	// subscription reports the restart, then the new one's messages. Its
+	// events say what happened, in order.
+	var kinds []netio.EventKind
 	timeout := time.NewTimer(hangTimeout)
 	defer timeout.Stop()
-	for s.Stats().Restarts == 0 {
+	for len(kinds) == 0 || kinds[len(kinds)-1] != netio.EventPublisherRestarted {
 		select {
 		case m, ok := <-s.C:
 			if !ok {
 				t.Fatalf("C closed: %v", s.Err())
 			}
 			m.Release()
-		case <-time.After(time.Millisecond):
+		case ev := <-s.Events():
+			if ev.Kind == netio.EventPublisherRestarted && !ev.LossUnknown {
+				t.Errorf("a restart after SIGKILL with its loss known: %v", ev)
+			}
+			if ev.Kind != netio.EventGap {
+				kinds = append(kinds, ev.Kind)
+			}
 		case <-timeout.C:
-			t.Fatalf("no restart counted: %+v", s.Stats())
+			t.Fatalf("no restart reported: events %v, stats %+v", kinds, s.Stats())
 		}
+	}
+	if want := []netio.EventKind{netio.EventDisconnected, netio.EventReconnected, netio.EventPublisherRestarted}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", kinds, want)
 	}
 	expectMessages(t, s, 100)
 	st := s.Stats()
 	t.Logf("publisher down %v; receiving again %v after it restarted; stats %+v", restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond), st)
-	if st.Reconnects != 1 || st.Restarts != 1 {
-		t.Fatalf("after a publisher restart: %+v, want one reconnect and one restart counted", st)
+	if st.Reconnects != 1 || st.Restarts != 1 || st.LossUnknown != 1 {
+		t.Fatalf("after a publisher restart: %+v, want one reconnect and one restart counted, its loss unknown", st)
 	}
 	if s.Err() != nil {
 		t.Fatalf("C ended: %v", s.Err())

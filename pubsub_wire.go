@@ -30,6 +30,24 @@ import (
 // flag waits for its tags in vain and its Subscribe times out, rather than
 // taking tags it does not have for subscribed.
 //
+// Farewell, from the publisher, as the payload of the link's FIN
+// (kindFin) when it ends the link itself (Close, Shutdown, a subscriber
+// cut loose as slow):
+//
+//	[0]     version: farewellVersion
+//	[1]     reason: farewellClosed or farewellSlow
+//	[2]     flags: farewellPartial when the subscriber holds more tags
+//	        than the entries list
+//	[3:8]   zero
+//	[8:16]  the publisher's incarnation
+//	[16:]   entries, 16 bytes each: a tag and the sequence number its next
+//	        message would have had
+//
+// A subscriber that reaches the end of the link's data compares each
+// entry with what it received: the difference is what it missed. A FIN
+// from before the farewell has no payload, and a farewell of a later
+// version is taken as a farewell that lists nothing.
+//
 // All little-endian.
 
 // ctlPayloadMax is the largest control payload: it fits the smallest
@@ -47,6 +65,15 @@ const (
 	// ackRefused: the request would have taken the subscriber past the
 	// publisher's Config.MaxTags, and none of its tags were added.
 	ackRefused = 1
+
+	farewellHeader   = 16
+	farewellEntry    = 16
+	farewellVersion  = 1
+	tagsPerFarewell  = (ctlPayloadMax - farewellHeader) / farewellEntry
+	farewellClosed   = 1 // the publisher closed (Close or Shutdown)
+	farewellSlow     = 2 // the subscriber was cut loose as slow
+	farewellPartial  = 1 // flag: the entries are not every tag the subscriber holds
+	farewellReasonOK = farewellSlow
 )
 
 // request is a subscribe or unsubscribe message.
@@ -115,4 +142,52 @@ func parseAck(b []byte) (ack, error) {
 		a.next[i] = binary.LittleEndian.Uint64(b[ackHeader+ackEntry*i+8:])
 	}
 	return a, nil
+}
+
+// farewell is the publisher's last word on a link.
+type farewell struct {
+	reason      uint8 // farewellClosed or farewellSlow; 0 from a later version
+	partial     bool  // some of the subscriber's tags are not listed
+	incarnation uint64
+	finals      []finalSeq
+}
+
+// finalSeq is a tag and the sequence number its next message would have
+// had: a subscriber that received less missed the rest.
+type finalSeq struct{ tag, next uint64 }
+
+func (f *farewell) marshal() []byte {
+	b := make([]byte, farewellHeader+farewellEntry*len(f.finals))
+	b[0] = farewellVersion
+	b[1] = f.reason
+	if f.partial {
+		b[2] = farewellPartial
+	}
+	binary.LittleEndian.PutUint64(b[8:], f.incarnation)
+	for i, e := range f.finals {
+		binary.LittleEndian.PutUint64(b[farewellHeader+farewellEntry*i:], e.tag)
+		binary.LittleEndian.PutUint64(b[farewellHeader+farewellEntry*i+8:], e.next)
+	}
+	return b
+}
+
+// parseFarewell reads a farewell. One of a later version, which this side
+// cannot read, is a farewell that lists nothing: the loss it would have
+// told stays unknown.
+func parseFarewell(b []byte) (farewell, error) {
+	if len(b) < farewellHeader || (len(b)-farewellHeader)%farewellEntry != 0 {
+		return farewell{}, fmt.Errorf("%w: farewell of %d bytes", ErrProtocol, len(b))
+	}
+	if b[0] != farewellVersion {
+		return farewell{partial: true}, nil
+	}
+	if b[1] == 0 || b[1] > farewellReasonOK {
+		return farewell{}, fmt.Errorf("%w: farewell with unknown reason %d", ErrProtocol, b[1])
+	}
+	n := (len(b) - farewellHeader) / farewellEntry
+	f := farewell{reason: b[1], partial: b[2]&farewellPartial != 0, incarnation: binary.LittleEndian.Uint64(b[8:]), finals: make([]finalSeq, n)}
+	for i := range f.finals {
+		f.finals[i] = finalSeq{binary.LittleEndian.Uint64(b[farewellHeader+farewellEntry*i:]), binary.LittleEndian.Uint64(b[farewellHeader+farewellEntry*i+8:])}
+	}
+	return f, nil
 }

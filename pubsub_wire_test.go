@@ -73,6 +73,89 @@ func checkAck(t *testing.T, b []byte) error {
 	return nil
 }
 
+func FuzzFarewell(f *testing.F) {
+	addSeeds(f, farewellSeeds())
+	f.Fuzz(func(t *testing.T, b []byte) { checkFarewell(t, b) })
+}
+
+func checkFarewell(t *testing.T, b []byte) error {
+	fw, err := parseFarewell(b)
+	if err != nil {
+		if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("%v is not ErrProtocol", err)
+		}
+		return err
+	}
+	if b[0] != farewellVersion {
+		if fw.reason != 0 || len(fw.finals) != 0 || !fw.partial {
+			t.Fatalf("a farewell of version %d parsed as %+v, want one that lists nothing", b[0], fw)
+		}
+		return nil
+	}
+	if len(fw.finals) != (len(b)-farewellHeader)/farewellEntry {
+		t.Fatalf("%d bytes parsed as %d entries", len(b), len(fw.finals))
+	}
+	m := fw.marshal()
+	if !bytes.Equal(m[:2], b[:2]) || m[2]&farewellPartial != b[2]&farewellPartial || !bytes.Equal(m[8:], b[8:]) {
+		t.Fatalf("farewell %x parsed as %+v, which marshals as %x", b, fw, m)
+	}
+	return nil
+}
+
+func farewellSeeds() []fuzzSeed {
+	full := make([]finalSeq, tagsPerFarewell)
+	for i := range full {
+		full[i] = finalSeq{uint64(i) << 20, uint64(i)}
+	}
+	valid := (&farewell{reason: farewellSlow, incarnation: 9, finals: []finalSeq{{1, 5}, {7, 0}}}).marshal()
+	later := append([]byte{farewellVersion + 1}, valid[1:]...)
+	return []fuzzSeed{
+		{"two-entries", valid, nil, 0},
+		{"closed-empty", (&farewell{reason: farewellClosed, incarnation: 1}).marshal(), nil, 0},
+		{"partial-full", (&farewell{reason: farewellClosed, partial: true, finals: full}).marshal(), nil, 0},
+		{"later-version", later, nil, 0},
+		{"empty", nil, ErrProtocol, 0},
+		{"short-header", valid[:farewellHeader-1], ErrProtocol, 0},
+		{"entry-cut-short", valid[:len(valid)-1], ErrProtocol, 0},
+		{"no-reason", append([]byte{farewellVersion, 0}, valid[2:]...), ErrProtocol, 0},
+		{"unknown-reason", append([]byte{farewellVersion, 9}, valid[2:]...), ErrProtocol, 0},
+	}
+}
+
+// countRecords counts the tagged records that begin in a page: what a
+// publisher that gives up on its unsent pages reports undelivered.
+func TestCountRecords(t *testing.T) {
+	w := taggedPages(false).writer(4096 - headerSize).(*pageWriter)
+	page := make([]byte, 4096)
+	w.open(page, 0)
+	for i := 0; i < 5; i++ {
+		w.setRecord(1, uint64(i))
+		w.begin(100)
+		w.put(make([]byte, 100))
+	}
+	w.setRecord(1, 5)
+	w.begin(10000) // a message larger than the page begins in it
+	w.put(make([]byte, 10000))
+	n := w.seal()
+	h := readHeader(page)
+	if got := countRecords(page[headerSize:n], h.msgLen, taggedPrefixSize); got != 6 {
+		t.Fatalf("%d records counted, want 6", got)
+	}
+	// A page that continues a message, then holds two.
+	w.open(page, 300)
+	w.put(make([]byte, 300))
+	for i := 0; i < 2; i++ {
+		w.setRecord(2, uint64(i))
+		w.begin(8)
+		w.put(make([]byte, 8))
+	}
+	n = w.seal()
+	h = readHeader(page)
+	if got := countRecords(page[headerSize:n], h.msgLen, taggedPrefixSize); got != 2 {
+		t.Fatalf("%d records counted after a continuation, want 2", got)
+	}
+}
+
 func requestSeeds() []fuzzSeed {
 	full := make([]uint64, tagsPerRequest)
 	for i := range full {
@@ -123,6 +206,7 @@ func TestControlSeeds(t *testing.T) {
 	}{
 		{"FuzzRequest", requestSeeds(), checkRequest},
 		{"FuzzAck", ackSeeds(), checkAck},
+		{"FuzzFarewell", farewellSeeds(), checkFarewell},
 	} {
 		t.Run(target.name, func(t *testing.T) {
 			checkSeedCorpus(t, target.name, target.seeds, func(t *testing.T, s fuzzSeed) {

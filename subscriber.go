@@ -20,11 +20,13 @@ import (
 // A process's subscriptions to one publisher (one address and mode) share
 // one connection. When that connection is lost, it is made again with
 // backoff and every tag subscribed again, without C closing; what was
-// missed in between shows as a jump of the sequence numbers and in Stats.
+// missed in between shows as a jump of the sequence numbers, in Stats and
+// on Events.
 type Subscription struct {
 	// C delivers the subscription's messages, each tag's in sequence
 	// order. Release each when done with its bytes. C is closed by Close,
-	// or by an error that a new connection cannot mend (Err says which).
+	// or by an error that a new connection cannot mend, or when
+	// reconnecting gave up (Err says which).
 	C <-chan Message
 
 	c      chan Message
@@ -32,6 +34,7 @@ type Subscription struct {
 	policy Policy
 	arena  arena
 	stats  subStats
+	events *eventQueue
 
 	sendMu    sync.Mutex    // held by the dispatcher while it sends on c; closing c takes it
 	done      chan struct{} // closed when the subscription ends: a blocked send gives up
@@ -43,25 +46,41 @@ type Subscription struct {
 }
 
 type subStats struct {
-	received, dropped, gaps, missed, reconnects, restarts atomic.Uint64
+	received, dropped, gaps, missed, reconnects, restarts, lossUnknown atomic.Uint64
 }
 
 // SubscriptionStats are a Subscription's counters.
 type SubscriptionStats struct {
-	Received   uint64 // messages delivered on C
-	Dropped    uint64 // messages the policy dropped because C was full
-	Gaps       uint64 // jumps in a tag's sequence: messages lost on the way
-	Missed     uint64 // messages those jumps skipped (known when the publisher did not restart)
+	Received uint64 // messages delivered on C
+	Dropped  uint64 // messages the policy dropped because C was full
+	Gaps     uint64 // jumps in a tag's sequence: messages lost on the way
+	// Missed counts the messages those jumps skipped: lost while
+	// reconnecting, cut loose as slow, when a Publish gave up, or left
+	// unsent when the publisher closed (it says where each tag ended).
+	Missed     uint64
 	Reconnects uint64 // times the connection to the publisher was made again
 	Restarts   uint64 // of those, times the publisher had restarted: its sequences began again
+	// LossUnknown counts the spans whose loss nobody can count: the
+	// publisher restarted without having said where its sequences ended
+	// (it crashed, or lost its connection first), so what it published
+	// after the last message received is lost in an unknown number; or
+	// it said so for fewer tags than this connection holds.
+	LossUnknown uint64
+	// EventsDropped counts events Events could not hold.
+	EventsDropped uint64
 }
 
 // Subscribe dials the publisher at address (or shares this process's
 // connection to it), subscribes to tags and returns once the publisher has
-// acknowledged them, bounded by ctx and Config.ConnectTimeout. Options:
-// WithMode (LowLatency: sent at once, packed behind sends in flight;
-// HighThroughput: pages),
-// WithPolicy, WithSubscriptionBuffer, and the sizes of the connection.
+// acknowledged them, bounded by ctx and Config.ConnectTimeout. With no
+// tags it returns once connected, and the subscription receives nothing
+// until tags are added (Subscription.Subscribe). Options: WithMode
+// (LowLatency: sent at once, packed behind sends in flight;
+// HighThroughput: pages), WithPolicy,
+// WithSubscriptionBuffer, WithWaitForPublisher (keep trying while the
+// publisher is not up yet), WithMaxReconnects and WithMaxReconnectTime
+// (give up reconnecting), WithEventBuffer, and the sizes of the
+// connection.
 func Subscribe(ctx context.Context, network, address string, tags []uint64, opts ...Option) (*Subscription, error) {
 	a, err := parseArgs("subscribe", network, address, "127.0.0.1", opts)
 	if err != nil {
@@ -72,62 +91,107 @@ func Subscribe(ctx context.Context, network, address string, tags []uint64, opts
 		return nil, err
 	}
 	s := &Subscription{c: make(chan Message, a.cfg.SubscriptionBuffer), sc: sc, policy: a.cfg.Policy,
-		done: make(chan struct{}), tags: map[uint64]struct{}{}}
+		done: make(chan struct{}), tags: map[uint64]struct{}{}, events: newEventQueue(a.cfg.EventBuffer)}
 	s.C = s.c
 	sc.reqMu.Lock()
 	fresh := sc.add(s, tags)
 	err = sc.request(ctx, kindSubscribe, fresh, sc.policyOf)
 	sc.reqMu.Unlock()
 	if err != nil {
-		s.finish(err)
+		s.finish(err, false)
 		return nil, a.opError(err)
 	}
 	return s, nil
 }
 
+// Subscribe adds tags to the subscription and returns once the publisher
+// has acknowledged them, bounded by ctx: the messages published under them
+// from then on arrive on C too. If it fails (net.ErrClosed after Close),
+// the subscription is left as it was.
+func (s *Subscription) Subscribe(ctx context.Context, tags ...uint64) error {
+	sc := s.sc
+	sc.reqMu.Lock()
+	defer sc.reqMu.Unlock()
+	if s.ending.Load() {
+		return sc.opError("subscribe", net.ErrClosed)
+	}
+	var added []uint64
+	sc.mu.RLock()
+	for _, tag := range tags {
+		if _, ok := s.tags[tag]; !ok {
+			added = append(added, tag)
+		}
+	}
+	sc.mu.RUnlock()
+	fresh := sc.add(s, added)
+	err := sc.request(ctx, kindSubscribe, fresh, sc.policyOf)
+	if err != nil {
+		if gone := sc.drop(s, added); len(gone) > 0 {
+			uctx, cancel := context.WithTimeout(context.Background(), sc.cfg.ConnectTimeout)
+			sc.request(uctx, kindUnsubscribe, gone, nil)
+			cancel()
+		}
+		return sc.opError("subscribe", err)
+	}
+	return nil
+}
+
 // Unsubscribe stops the delivery of tags. Messages of them already on C
-// stay there.
+// stay there. After Close it returns net.ErrClosed.
 func (s *Subscription) Unsubscribe(tags ...uint64) error {
 	s.sc.reqMu.Lock()
 	defer s.sc.reqMu.Unlock()
+	if s.ending.Load() {
+		return s.sc.opError("unsubscribe", net.ErrClosed)
+	}
 	gone := s.sc.drop(s, tags)
 	ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
 	defer cancel()
-	return s.sc.request(ctx, kindUnsubscribe, gone, nil)
+	if err := s.sc.request(ctx, kindUnsubscribe, gone, nil); err != nil {
+		return s.sc.opError("unsubscribe", err)
+	}
+	return nil
 }
 
-// Close ends the subscription and closes C. When it was the last of its
-// connection, the connection is closed too.
+// Close ends the subscription and closes C and Events. When it was the
+// last of its connection, the connection is closed too. A second Close
+// returns net.ErrClosed.
 func (s *Subscription) Close() error {
-	if !s.finish(net.ErrClosed) {
+	if !s.finish(net.ErrClosed, false) {
 		return s.sc.opError("close", net.ErrClosed)
 	}
 	return nil
 }
 
 // finish ends the subscription for err and reports whether it was the
-// first end. Any goroutine but the dispatcher.
-func (s *Subscription) finish(err error) bool {
+// first end. Any goroutine; the dispatcher says so (inDispatcher), as it
+// must not wait for itself.
+func (s *Subscription) finish(err error, inDispatcher bool) bool {
 	first := false
 	s.closeOnce.Do(func() {
 		first = true
 		s.err = err
 		s.ending.Store(true)
 		close(s.done)
-		s.sc.reqMu.Lock()
+		if !inDispatcher {
+			s.sc.reqMu.Lock()
+		}
 		gone, last := s.sc.remove(s)
 		s.sendMu.Lock()
 		close(s.c)
 		s.sendMu.Unlock()
-		if !last && len(gone) > 0 {
+		if !last && len(gone) > 0 && !inDispatcher {
 			ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
 			s.sc.request(ctx, kindUnsubscribe, gone, nil)
 			cancel()
 		}
-		s.sc.reqMu.Unlock()
-		if last {
-			s.sc.close()
+		if !inDispatcher {
+			s.sc.reqMu.Unlock()
 		}
+		if last {
+			s.sc.close(inDispatcher)
+		}
+		s.events.close(&Event{Kind: EventClosed, Err: err})
 	})
 	return first
 }
@@ -147,7 +211,25 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Stats() SubscriptionStats {
 	st := &s.stats
 	return SubscriptionStats{Received: st.received.Load(), Dropped: st.dropped.Load(), Gaps: st.gaps.Load(),
-		Missed: st.missed.Load(), Reconnects: st.reconnects.Load(), Restarts: st.restarts.Load()}
+		Missed: st.missed.Load(), Reconnects: st.reconnects.Load(), Restarts: st.restarts.Load(),
+		LossUnknown: st.lossUnknown.Load(), EventsDropped: s.events.dropped.Load()}
+}
+
+// Events returns the channel that reports what happens to the
+// subscription: EventDisconnected (with the cause), EventReconnected,
+// EventPublisherRestarted, EventGap and, last, EventClosed, after which
+// the channel is closed. Events come in the order they happened; a gap is
+// reported before the message that revealed it is delivered on C. The
+// channel holds Config.EventBuffer events: one that finds it full is
+// dropped and counted in Stats().EventsDropped, never waited for, so a
+// subscription whose events nobody reads loses nothing else.
+func (s *Subscription) Events() <-chan Event { return s.events.c }
+
+// missed counts a gap of n messages from first of tag and reports it.
+func (s *Subscription) missed(tag, first, n uint64) {
+	s.stats.gaps.Add(1)
+	s.stats.missed.Add(n)
+	s.events.emit(Event{Kind: EventGap, Tag: tag, From: first, To: first + n - 1})
 }
 
 // deliver hands m to the reader as the policy says. Dispatcher only. The
@@ -206,7 +288,8 @@ func (s *Subscription) deliverFull(m Message) {
 }
 
 // subConn is a process's connection to one publisher, shared by its
-// subscriptions there, and the goroutine that reads it (the dispatcher).
+// subscriptions there, and the goroutine that reads it (the dispatcher,
+// dispatch.go), which also makes the connection again when it is lost.
 type subConn struct {
 	key  string
 	args *args
@@ -218,57 +301,48 @@ type subConn struct {
 	// publisher as unsubscribe then subscribe, never the other way round,
 	// which left the joiner with a tag the publisher no longer sent.
 	reqMu sync.Mutex
-	// broken is closed when the connection failed for good (failAll), with
-	// brokenErr: a request waiting for a reconnection gives up then, and
-	// lets go of reqMu, which the subscriptions' ends need.
-	broken     chan struct{}
-	brokenErr  error
-	brokenOnce sync.Once
-	mu         sync.RWMutex         // tags and subs: the dispatcher reads them a batch at a time
-	tags       map[uint64]*tagState // what the subscriptions want
-	subs       int                  // subscriptions sharing the connection
-	closed     bool
+	// mu guards the membership: which subscriptions want which tags, read
+	// by the dispatcher a batch at a time.
+	mu     sync.RWMutex
+	tags   map[uint64]*tagState
+	all    []*Subscription // every subscription of the connection, replaced under mu
+	subs   int             // references: subscriptions, and Subscribe calls joining
+	closed bool
+	relink chan struct{} // closed when a new link has every tag again; replaced under mu
 
-	cur      atomic.Pointer[subLink] // the link now
-	upMu     sync.Mutex
-	upGen    chan struct{} // closed when a reconnect has resubscribed; replaced
-	ackMu    sync.Mutex    // never held across a wait: the reactor takes it
-	acks     map[uint32]*awaitedAck
-	nextID   uint32
-	closing  chan struct{}
-	exited   chan struct{} // the dispatcher returned
-	ackedInc atomic.Uint64 // the incarnation of the newest ack, from the reactor
+	cur         atomic.Pointer[subLink] // the link now
+	acks        atomic.Pointer[ackNote] // acknowledgements for the dispatcher, newest first
+	incarnation uint64                  // the dispatcher's: the publisher's, from its acknowledgements
+	nextID      atomic.Uint32
+	ctx         context.Context // cancelled when the connection closes: ends dials and waits
+	cancel      context.CancelFunc
+	broken      chan struct{} // closed when the connection failed for good, with brokenErr
+	brokenMu    sync.Once
+	brokenE     error
+	exited      chan struct{} // the dispatcher returned
+	stopOnce    sync.Once
 }
 
 // tagState is one tag a connection receives.
 type tagState struct {
-	subs []*Subscription // replaced under subConn.mu, never changed in place
-	// joining are the subs that joined while the connection already
-	// received the tag (replaced under subConn.mu): a gap the dispatcher
-	// finds before they settle is not theirs. A Block subscription that
-	// joins a tag taken under a drop policy upgrades it (upgrading, under
-	// subConn.mu): until the message the upgrade's ack names, the tag may
-	// still lose messages, so the joiners get none of those and settle
-	// there, and their stream has no gap. Any other joiner settles at its
-	// first message.
-	joining   []*Subscription
-	upgrading bool
-	// awaiting is a tag new to the connection, until its ack (under
-	// subConn.mu): messages of it before the ack come from the tag's
-	// previous subscription on this connection, whose unsubscribe is on
-	// its way, maybe under a drop policy; they are nobody's.
-	awaiting bool
-	ackNext  atomic.Uint64 // the acknowledgement's next sequence number + 1; 0 before it
-	next     uint64        // dispatcher only: the sequence number expected next
-	known    bool          // dispatcher only: next is known
-}
+	// Under subConn.mu, replaced, never changed in place: the
+	// subscriptions of the tag, and those that joined it while the
+	// connection already received it, whose gaps do not count until they
+	// settle at their first message.
+	subs    []*Subscription
+	joining []*Subscription
+	// upgrading (under subConn.mu): a Block subscription joined a tag
+	// taken under a drop policy, and the publisher was asked to make it
+	// lossless. Until the message its acknowledgement names (upgradeAt,
+	// once upgradeAcked), the tag may still lose messages: the joiners
+	// get none of those and settle there, so their stream has no gap.
+	// upgradeGen tells the acknowledgement of the newest upgrade.
+	upgrading    bool
+	upgradeGen   uint32
+	upgradeAcked bool
+	upgradeAt    uint64
 
-// awaitedAck is a subscribe or unsubscribe request waiting for its acks.
-type awaitedAck struct {
-	want, got int
-	refused   bool // the publisher refused part of the request; set before done is closed
-	states    map[uint64]*tagState
-	done      chan struct{}
+	seq tagSeq // the dispatcher's
 }
 
 // subLink is a subscriber's link to a publisher.
@@ -278,6 +352,35 @@ type subLink struct {
 	recv   receiver
 	closed atomic.Bool
 	stats  connStats
+
+	// Reactor only until the link ends; the dispatcher reads bye after.
+	awaited map[uint32]*awaitedAck
+	bye     *farewell
+}
+
+// awaitedAck is a request waiting for its acknowledgements; the reactor's.
+type awaitedAck struct {
+	want, got int
+	refused   bool // the publisher refused part of the request; set before done is closed
+	finished  bool
+	targets   map[uint64]ackTarget // subscribe only
+	done      chan struct{}
+}
+
+// ackTarget is the state an acknowledged tag updates, and the upgrade it
+// completes (0: none).
+type ackTarget struct {
+	st  *tagState
+	gen uint32
+}
+
+// ackNote is an acknowledgement handed from the reactor to the
+// dispatcher.
+type ackNote struct {
+	next        *ackNote
+	incarnation uint64
+	targets     []ackTarget
+	nexts       []uint64
 }
 
 var subConns struct {
@@ -342,16 +445,34 @@ func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
 	}
 }
 
+// dialSubConn makes the connection; with Config.WaitForPublisher it keeps
+// trying, with backoff, while the publisher is not up yet.
 func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
-	sc := &subConn{key: key, args: a, cfg: a.cfg, tags: map[uint64]*tagState{}, acks: map[uint32]*awaitedAck{},
-		upGen: make(chan struct{}), closing: make(chan struct{}), exited: make(chan struct{}), broken: make(chan struct{})}
-	sl, err := sc.dial(ctx)
-	if err != nil {
-		return nil, err
+	sc := &subConn{key: key, args: a, cfg: a.cfg, tags: map[uint64]*tagState{}, relink: make(chan struct{}),
+		exited: make(chan struct{}), broken: make(chan struct{})}
+	sc.ctx, sc.cancel = context.WithCancel(context.Background())
+	wait := reconnectFirst
+	for {
+		sl, err := sc.dial(ctx)
+		if err == nil {
+			sc.cur.Store(sl)
+			go sc.run()
+			return sc, nil
+		}
+		if !a.cfg.WaitForPublisher || permanent(err) || ctx.Err() != nil {
+			sc.cancel()
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			sc.cancel()
+			return nil, a.opError(ctx.Err())
+		}
+		wait = min(2*wait, reconnectMax)
 	}
-	sc.cur.Store(sl)
-	go sc.run()
-	return sc, nil
 }
 
 // dial makes a new link to the publisher.
@@ -361,7 +482,7 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: f,
 		rxWindow: cfg.Window, rxBufSize: bufferFor(f, cfg.BufferSize), txWindow: minWindow, txBufSize: minBufferSize,
 		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key, beat: beatConfigOf(cfg)}
-	sl := &subLink{sc: sc}
+	sl := &subLink{sc: sc, awaited: map[uint32]*awaitedAck{}}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
 		if err != nil {
@@ -378,10 +499,14 @@ func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 }
 
 // add registers s for tags and returns those the connection did not
-// receive yet: they must be subscribed at the publisher.
+// receive yet, or must now receive losslessly: they must be subscribed at
+// the publisher.
 func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	if !slices.Contains(sc.all, s) {
+		sc.all = append(slices.Clip(sc.all), s)
+	}
 	for _, tag := range tags {
 		if _, dup := s.tags[tag]; dup {
 			continue
@@ -389,18 +514,18 @@ func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
 		s.tags[tag] = struct{}{}
 		st := sc.tags[tag]
 		if st == nil {
-			st = &tagState{awaiting: true}
+			st = &tagState{seq: newTagSeq()}
 			sc.tags[tag] = st
 			fresh = append(fresh, tag)
 		} else {
 			if s.policy == Block && sc.policyOfLocked(tag) != Block {
 				fresh = append(fresh, tag) // lossless now: tell the publisher
-				st.ackNext.Store(0)        // its ack says from where
-				st.upgrading = true
+				st.upgrading, st.upgradeAcked = true, false
+				st.upgradeGen++
 			}
-			st.joining = append(append([]*Subscription(nil), st.joining...), s)
+			st.joining = append(slices.Clip(st.joining), s)
 		}
-		st.subs = append(append([]*Subscription(nil), st.subs...), s)
+		st.subs = append(slices.Clip(st.subs), s)
 	}
 	return fresh
 }
@@ -432,6 +557,7 @@ func (sc *subConn) remove(s *Subscription) (gone []uint64, last bool) {
 		}
 	}
 	clear(s.tags)
+	sc.all = without(sc.all, s)
 	sc.mu.Unlock()
 	subConns.mu.Lock()
 	sc.mu.Lock()
@@ -476,33 +602,11 @@ func without(subs []*Subscription, s *Subscription) []*Subscription {
 	return out
 }
 
-// settle ends the joining of st's newcomers once they are past the point
-// from which their gaps count: seq is the message just dispatched.
-func (sc *subConn) settle(st *tagState, seq uint64) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if st.upgrading {
-		if !st.pastAck(seq) {
-			return
-		}
-		st.upgrading = false
-	}
-	st.joining = nil
-}
-
-// arrived ends the awaiting of a tag new to the connection: its ack came.
-func (sc *subConn) arrived(st *tagState) {
-	sc.mu.Lock()
-	st.awaiting = false
-	sc.mu.Unlock()
-}
-
-// pastAck reports whether seq comes at or after the point the newest
-// acknowledgement of the tag gave: false before the ack arrived, as the
-// publisher sends it before the messages that follow it.
-func (st *tagState) pastAck(seq uint64) bool {
-	a := st.ackNext.Load()
-	return a != 0 && seq >= a-1
+// subscriptions is every subscription of the connection now.
+func (sc *subConn) subscriptions() []*Subscription {
+	sc.mu.RLock()
+	defer sc.mu.RUnlock()
+	return sc.all
 }
 
 // policyOf is the policy the publisher applies to tag on this connection:
@@ -535,23 +639,23 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 		return nil
 	}
 	for {
-		sc.upMu.Lock()
-		gen := sc.upGen
-		sc.upMu.Unlock()
+		sc.mu.RLock()
+		relinked := sc.relink
+		sc.mu.RUnlock()
 		sl := sc.cur.Load()
 		err := sl.request(ctx, kind, tags, policy)
 		if err == nil || ctx.Err() != nil || permanent(err) {
 			return err
 		}
 		select {
-		case <-gen:
+		case <-relinked:
 			if kind == kindSubscribe {
-				return nil // resubscribed with everything else
+				return nil // subscribed again with everything else
 			}
-		case <-sc.closing:
+		case <-sc.ctx.Done():
 			return net.ErrClosed
 		case <-sc.broken:
-			return sc.brokenErr
+			return sc.brokenE
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -566,7 +670,8 @@ var errLinkDown = errors.New("netio: the connection to the publisher ended")
 var errTooManyTags = fmt.Errorf("%w: the publisher's limit of tags per subscriber (Config.MaxTags) would be passed", ErrRejected)
 
 // request sends a request over sl, grouped by policy, and waits for every
-// tag's acknowledgement.
+// tag's acknowledgement; with no tags, for the publisher's answer (which
+// says who it is).
 func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, policy func(uint64) Policy) error {
 	sc := sl.sc
 	byPolicy := map[Policy][]uint64{}
@@ -577,36 +682,46 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 		}
 		byPolicy[p] = append(byPolicy[p], tag)
 	}
-	pr := &awaitedAck{want: len(tags), states: map[uint64]*tagState{}, done: make(chan struct{})}
-	sc.mu.RLock()
-	for _, tag := range tags {
-		if st := sc.tags[tag]; st != nil && kind == kindSubscribe {
-			pr.states[tag] = st
-		}
+	if len(tags) == 0 {
+		byPolicy[Block] = nil
 	}
-	sc.mu.RUnlock()
-	sc.ackMu.Lock()
-	sc.nextID++
-	id := sc.nextID
-	sc.acks[id] = pr
-	sc.ackMu.Unlock()
-	defer func() {
-		sc.ackMu.Lock()
-		delete(sc.acks, id)
-		sc.ackMu.Unlock()
-	}()
+	pr := &awaitedAck{want: len(tags), targets: map[uint64]ackTarget{}, done: make(chan struct{})}
+	if kind == kindSubscribe {
+		sc.mu.RLock()
+		for _, tag := range tags {
+			if st := sc.tags[tag]; st != nil {
+				t := ackTarget{st: st}
+				if st.upgrading && !st.upgradeAcked {
+					t.gen = st.upgradeGen
+				}
+				pr.targets[tag] = t
+			}
+		}
+		sc.mu.RUnlock()
+	}
+	id := sc.nextID.Add(1)
+	l := sl.l
+	defer l.eng.r.SubmitFunc(func() { delete(sl.awaited, id) })
+	first := true
 	for p, group := range byPolicy {
-		for len(group) > 0 {
+		for first || len(group) > 0 {
 			n := min(len(group), tagsPerRequest)
 			r := request{id: id, policy: p, tags: group[:n]}
 			payload := r.marshal()
+			register := first
 			var sendErr error
-			if err := sl.l.eng.r.Call(func() { sendErr = sl.l.sendOwnerControl(kind, payload) }); err != nil {
+			if err := l.eng.r.Call(func() {
+				if register {
+					sl.awaited[id] = pr
+				}
+				sendErr = l.sendOwnerControl(kind, payload)
+			}); err != nil {
 				return errLinkDown
 			}
 			if sendErr != nil {
 				return sendErr
 			}
+			first = false
 			group = group[n:]
 		}
 	}
@@ -616,118 +731,50 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 			return errTooManyTags
 		}
 		return nil
-	case <-sl.l.life.done:
+	case <-l.life.done:
 		return errLinkDown
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// onAck records an acknowledgement; on the reactor, before any message of
-// its tags is handed to the dispatcher (the publisher sends it first).
-func (sc *subConn) onAck(a ack) {
-	sc.ackedInc.Store(a.incarnation)
-	sc.ackMu.Lock()
-	defer sc.ackMu.Unlock()
-	pr := sc.acks[a.id]
-	if pr == nil {
+// onAck records an acknowledgement for the dispatcher and the requester;
+// on the reactor, before any message of its tags is handed to the
+// dispatcher (the publisher sends it first).
+func (sl *subLink) onAck(a ack) {
+	pr := sl.awaited[a.id]
+	if pr == nil || pr.finished {
 		return // a request that gave up
 	}
 	if a.refused {
-		if pr.want > 0 {
-			pr.want, pr.refused = 0, true
-			close(pr.done)
-		}
+		pr.refused, pr.finished = true, true
+		close(pr.done)
 		return
 	}
+	note := &ackNote{incarnation: a.incarnation, targets: make([]ackTarget, 0, len(a.tags)), nexts: make([]uint64, 0, len(a.tags))}
 	for i, tag := range a.tags {
-		if st := pr.states[tag]; st != nil {
-			st.ackNext.Store(a.next[i] + 1)
+		if t, ok := pr.targets[tag]; ok {
+			note.targets = append(note.targets, t)
+			note.nexts = append(note.nexts, a.next[i])
 		}
 	}
-	if pr.got += len(a.tags); pr.got >= pr.want && pr.want > 0 {
-		pr.want = 0
+	sl.sc.noteAck(note)
+	if pr.got += len(a.tags); pr.got >= pr.want {
+		pr.finished = true
 		close(pr.done)
 	}
 }
 
-// dispatchBatch is how many messages the dispatcher takes per read.
-const dispatchBatch = 64
-
-// run is the dispatcher: it reads the connection's messages and hands
-// copies to the subscriptions of their tags, and makes the connection
-// again when it is lost.
-func (sc *subConn) run() {
-	defer close(sc.exited)
-	var recs [dispatchBatch]record
-	var states [dispatchBatch]*tagState
-	var subs, joins [dispatchBatch][]*Subscription
-	var ups, waits [dispatchBatch]bool
+// noteAck hands an acknowledgement to the dispatcher. Lock-free: the
+// reactor calls it.
+func (sc *subConn) noteAck(n *ackNote) {
 	for {
-		sl := sc.cur.Load()
-		n, err := sl.recv.nextRecords(recs[:])
-		if err != nil {
-			if !sc.reconnect(sl, err) {
-				return
-			}
-			continue
+		old := sc.acks.Load()
+		n.next = old
+		if sc.acks.CompareAndSwap(old, n) {
+			return
 		}
-		sc.mu.RLock()
-		for i := 0; i < n; i++ {
-			if st := sc.tags[recs[i].tag]; st != nil {
-				states[i], subs[i], joins[i], ups[i], waits[i] = st, st.subs, st.joining, st.upgrading, st.awaiting
-			} else {
-				states[i], subs[i], joins[i], ups[i], waits[i] = nil, nil, nil, false, false
-			}
-		}
-		sc.mu.RUnlock()
-		for i := 0; i < n; i++ {
-			st := states[i]
-			if st == nil {
-				continue // unsubscribed, still on its way
-			}
-			r := &recs[i]
-			if waits[i] {
-				if !st.pastAck(r.seq) {
-					continue // from before the tag was subscribed again
-				}
-				sc.arrived(st)
-			}
-			gap := st.observe(r.seq)
-			early := ups[i] && !st.pastAck(r.seq)
-			for _, s := range subs[i] {
-				joining := slices.Contains(joins[i], s)
-				if joining && early {
-					continue // published before its Subscribe returned, maybe with gaps
-				}
-				if gap > 0 && !joining {
-					s.stats.gaps.Add(1)
-					s.stats.missed.Add(gap)
-				}
-				s.deliver(s.arena.message(r.b, r.tag, r.seq))
-			}
-			if len(joins[i]) > 0 {
-				sc.settle(st, r.seq)
-			}
-			states[i], subs[i], joins[i] = nil, nil, nil
-		}
-		clear(recs[:n])
 	}
-}
-
-// observe checks seq against the tag's sequence and returns how many
-// messages it skipped. Dispatcher only.
-func (st *tagState) observe(seq uint64) (skipped uint64) {
-	if !st.known {
-		st.known = true
-		if a := st.ackNext.Load(); a != 0 && seq > a-1 {
-			skipped = seq - (a - 1)
-		}
-	} else if seq > st.next {
-		skipped = seq - st.next
-	}
-	st.next = seq + 1
-	return skipped
 }
 
 // reconnectBackoff is the first and the longest wait before dialling a
@@ -736,107 +783,6 @@ const (
 	reconnectFirst = 10 * time.Millisecond
 	reconnectMax   = 500 * time.Millisecond
 )
-
-// reconnect replaces a lost link, subscribes every tag again and accounts
-// for what was missed. It returns false when the connection is over: it
-// was closed, or the publisher refuses it for good (the subscriptions then
-// end with that error).
-func (sc *subConn) reconnect(old *subLink, cause error) bool {
-	old.closeLink()
-	select {
-	case <-sc.closing:
-		return false
-	default:
-	}
-	if permanent(cause) {
-		sc.failAll(cause)
-		return false
-	}
-	wait := reconnectFirst
-	for {
-		select {
-		case <-sc.closing:
-			return false
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, reconnectMax)
-		ctx, cancel := context.WithTimeout(context.Background(), sc.cfg.ConnectTimeout)
-		go func() { // closing the connection ends a dial in progress
-			select {
-			case <-sc.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		sl, err := sc.dial(ctx)
-		if err == nil {
-			sc.cur.Store(sl)
-			if err = sc.resubscribe(ctx, sl); err != nil {
-				sl.closeLink()
-			}
-		}
-		cancel()
-		if err == nil {
-			return true
-		}
-		if permanent(err) {
-			sc.failAll(err)
-			return false
-		}
-	}
-}
-
-// resubscribe subscribes everything again on a new link and reconciles the
-// sequences with what the publisher says comes next.
-func (sc *subConn) resubscribe(ctx context.Context, sl *subLink) error {
-	sc.mu.RLock()
-	tags := make([]uint64, 0, len(sc.tags))
-	last := map[uint64]uint64{}
-	for tag, st := range sc.tags {
-		tags = append(tags, tag)
-		if st.known {
-			last[tag] = st.next
-		}
-		st.ackNext.Store(0)
-	}
-	sc.mu.RUnlock()
-	prevInc := sc.ackedInc.Load()
-	if err := sl.request(ctx, kindSubscribe, tags, sc.policyOf); err != nil {
-		return err
-	}
-	restarted := sc.ackedInc.Load() != prevInc
-	sc.mu.RLock()
-	counted := map[*Subscription]bool{}
-	for tag, st := range sc.tags {
-		for _, s := range st.subs {
-			if !counted[s] {
-				counted[s] = true
-				s.stats.reconnects.Add(1)
-				if restarted {
-					s.stats.restarts.Add(1)
-				}
-			}
-		}
-		next, seen := last[tag]
-		a := st.ackNext.Load()
-		if a == 0 {
-			continue
-		}
-		if seen && !restarted && a-1 > next {
-			for _, s := range st.subs {
-				s.stats.gaps.Add(1)
-				s.stats.missed.Add(a - 1 - next)
-			}
-		}
-		st.known, st.next = true, a-1
-	}
-	sc.mu.RUnlock()
-	sc.upMu.Lock()
-	close(sc.upGen)
-	sc.upGen = make(chan struct{})
-	sc.upMu.Unlock()
-	return nil
-}
 
 // permanent reports whether a connection error will not go away by
 // dialling again: the peer is not a publisher, refuses the tags, or broke
@@ -849,35 +795,18 @@ func permanent(err error) bool {
 	return errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrInvalidConfig)
 }
 
-// failAll ends every subscription of the connection with err.
-func (sc *subConn) failAll(err error) {
-	sc.brokenOnce.Do(func() {
-		sc.brokenErr = err
-		close(sc.broken)
-	})
-	sc.mu.RLock()
-	var all []*Subscription
-	seen := map[*Subscription]bool{}
-	for _, st := range sc.tags {
-		for _, s := range st.subs {
-			if !seen[s] {
-				seen[s] = true
-				all = append(all, s)
-			}
+// close ends the connection: the link and the dispatcher. The dispatcher
+// itself (inDispatcher) only asks; it lets go of the link on its way out.
+func (sc *subConn) close(inDispatcher bool) {
+	sc.stopOnce.Do(func() {
+		sc.cancel()
+		if sl := sc.cur.Load(); sl != nil {
+			sl.closed.Store(true)
+			sl.l.rx.wake.wake() // the dispatcher's read sees the close
 		}
-	}
-	sc.mu.RUnlock()
-	for _, s := range all {
-		go s.finish(sc.opError("subscribe", err)) // finish may close sc, which waits for the dispatcher
-	}
-}
-
-// close ends the connection: the link and the dispatcher.
-func (sc *subConn) close() {
-	close(sc.closing)
-	if sl := sc.cur.Load(); sl != nil {
-		sl.closed.Store(true)
-		sl.l.rx.wake.wake() // the dispatcher's read sees the close
+	})
+	if inDispatcher {
+		return
 	}
 	<-sc.exited
 	if sl := sc.cur.Load(); sl != nil {
@@ -915,15 +844,23 @@ func (sl *subLink) ended(*link)       {} // the dispatcher's read returns the er
 func (sl *subLink) released(*link)    {}
 
 func (sl *subLink) control(_ *link, kind uint8, payload []byte) error {
-	if kind != kindAck {
-		return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
+	switch kind {
+	case kindAck:
+		a, err := parseAck(payload)
+		if err != nil {
+			return err
+		}
+		sl.onAck(a)
+		return nil
+	case kindFin:
+		f, err := parseFarewell(payload)
+		if err != nil {
+			return err
+		}
+		sl.bye = &f
+		return nil
 	}
-	a, err := parseAck(payload)
-	if err != nil {
-		return err
-	}
-	sl.sc.onAck(a)
-	return nil
+	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
 }
 
 func (sl *subLink) opError(op string, err error) error { return sl.sc.opError(op, err) }

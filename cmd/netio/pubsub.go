@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -42,13 +43,15 @@ with dots), as fast as the subscribers take them or at -rate messages/s.
 It waits for -subscribers subscribers (default 1) to have subscribed before
 it publishes the first message: a message published while nobody subscribes
 its tag reaches nobody, as in any publish/subscribe. It stops at the end of
-its input, after -count messages or -duration, or on Ctrl-C, flushes, closes
-(giving subscribers up to 5 s to take what was published) and prints a
-summary: messages published, subscribers, and messages dropped for
-subscribers under a drop policy. A subscriber under the default policy
-(block) that falls behind makes pub wait: nothing is lost. Exit status: 0
-done, 1 failed, 2 bad command line, 130 interrupted by Ctrl-C (after the
-summary).
+its input, after -count messages or -duration, or on Ctrl-C, shuts down
+(giving subscribers up to 5 s to take what was published, and telling each
+where the sequences ended) and prints a summary: messages published,
+subscribers, messages dropped for subscribers under a drop policy, and
+messages that did not reach a subscriber. A subscriber under the default
+policy (block) that falls behind makes pub wait, for up to -slow-limit: one
+whose window stays full longer is cut loose (it reconnects, and counts what
+it missed). Exit status: 0 done, 1 failed, 2 bad command line, 130
+interrupted by Ctrl-C (after the summary).
 
 Each subscriber chooses its own mode ('netio sub -mode'); the publisher
 serves both on the same address, so pub's -mode only says which one it
@@ -83,6 +86,12 @@ type pubResult struct {
 	// Dropped counts messages subscribers under a drop policy did not get:
 	// their connection was full.
 	Dropped uint64 `json:"dropped"`
+	// CutSlow counts block subscribers cut loose because their window
+	// stayed full longer than -slow-limit; Undelivered the messages that
+	// did not reach a subscriber they were published to (summed over
+	// subscribers: cut loose, or still unsent at the end).
+	CutSlow     uint64 `json:"cut_slow"`
+	Undelivered uint64 `json:"undelivered"`
 	// Subscribers is the number of subscriber connections at the end,
 	// MaxSubscribers the most at once.
 	Subscribers    int `json:"subscribers"`
@@ -104,6 +113,7 @@ type pubConfig struct {
 	rate             float64
 	lim              limits
 	subscribers      int
+	slowLimit        time.Duration
 	input            io.Reader
 	progress         io.Writer
 	inPlace          bool
@@ -129,6 +139,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	lim.register(fs, "publish this many generated messages, then stop (0: no limit)", "publish generated messages for this long, then stop (0: no limit)")
 	subs := fs.Int("subscribers", 1, "wait for this many subscribers before publishing the first message (0: at once)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON instead of a table")
+	slowLimit := fs.Duration("slow-limit", netio.DefaultSlowSubscriberLimit, "how long a block subscriber whose window is full may hold the publisher before it is cut loose (0: for ever)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -161,7 +172,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	progress, inPlace := progressTo(stderr)
 	res, err := runPub(ctx, pubConfig{
 		provider: *provider, listen: *listen, key: key, mode: *mode, tag: t, generated: generated, size: int(size),
-		rate: *rate, lim: lim, subscribers: *subs, input: stdin, progress: progress, inPlace: inPlace, info: stderr,
+		rate: *rate, lim: lim, subscribers: *subs, slowLimit: *slowLimit, input: stdin, progress: progress, inPlace: inPlace, info: stderr,
 	})
 	return report(ctx, stdout, stderr, "pub", *asJSON, res, err, printPub)
 }
@@ -172,12 +183,16 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 func watchSubscribers(p *netio.Publisher, info io.Writer) (maxSeen func() int, stop func()) {
 	var mu sync.Mutex
 	most, last := 0, 0
-	var dropped uint64
+	var dropped, cut uint64
 	look := func() {
 		st := p.Stats()
 		n := st.Subscribers
 		mu.Lock()
 		defer mu.Unlock()
+		if st.CutSlow > cut {
+			fmt.Fprintf(info, "cut loose: %d block subscriber(s) whose window stayed full longer than the slow limit (%d in all)\n", st.CutSlow-cut, st.CutSlow)
+			cut = st.CutSlow
+		}
 		if st.Dropped > dropped {
 			fmt.Fprintf(info, "dropped: %d messages for subscribers under a drop policy whose connection was full (%d in all)\n", st.Dropped-dropped, st.Dropped)
 			dropped = st.Dropped
@@ -240,7 +255,9 @@ func waitSubscribers(ctx context.Context, p *netio.Publisher, n int) error {
 }
 
 func runPub(ctx context.Context, cfg pubConfig) (*pubResult, error) {
-	p, err := netio.ListenPublisher(cfg.provider, cfg.listen, append(cfg.mode.options(), cfg.key.options()...)...)
+	opts := append(cfg.mode.options(), cfg.key.options()...)
+	opts = append(opts, netio.WithSlowSubscriberLimit(cfg.slowLimit))
+	p, err := netio.ListenPublisher(cfg.provider, cfg.listen, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -293,14 +310,20 @@ func runPub(ctx context.Context, cfg pubConfig) (*pubResult, error) {
 	res.Bytes = m.bytes.Load()
 	res.Seconds = elapsed.Seconds()
 	res.MessagesPerSecond = perSecond(m.n.Load(), elapsed)
-	// Close sends what was published (up to its linger); after Ctrl-C the
-	// subscribers are not waited for.
+	// Shutdown sends what was published and waits for the subscribers to
+	// have it (up to 5 s); after Ctrl-C they are not waited for.
 	closed = true
 	if ctx.Err() != nil {
 		go p.Close()
 	} else {
-		p.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.Shutdown(sctx); err != nil {
+			fmt.Fprintf(cfg.info, "shut down: %v\n", unwrapOp(err))
+		}
+		cancel()
 	}
+	st = p.Stats()
+	res.CutSlow, res.Undelivered = st.CutSlow, st.Undelivered
 	if perr != nil {
 		return res, fmt.Errorf("publish: %w", perr)
 	}
@@ -424,6 +447,9 @@ func printPub(w io.Writer, r *pubResult) {
 	}
 	fmt.Fprintf(tw, "subscribers\t%d at the end, at most %d at once\n", r.Subscribers, r.MaxSubscribers)
 	fmt.Fprintf(tw, "dropped\t%d (for subscribers under a drop policy whose connection was full)\n", r.Dropped)
+	if r.CutSlow > 0 || r.Undelivered > 0 {
+		fmt.Fprintf(tw, "undelivered\t%d messages did not reach a subscriber; %d block subscriber(s) cut loose as slow\n", r.Undelivered, r.CutSlow)
+	}
 	fmt.Fprintf(tw, "ended\t%s\n", r.Ended)
 	tw.Flush()
 }
@@ -437,8 +463,13 @@ with -json one JSON object per message and the summary last. Gaps in a tag's
 sequence numbers (messages lost, or dropped by the policy) and drops are
 reported on stderr as they happen. It stops after -count messages or
 -duration, or on Ctrl-C, and prints a summary: messages, rate from the first
-message to the last, gaps, drops and reconnections. When the publisher goes
-away it connects again and carries on (what was missed shows as a gap).
+message to the last, gaps, drops and reconnections. When the publisher is
+not up yet it waits for it, saying so (-wait=false fails at once instead).
+When the publisher goes away it connects again and carries on: what was
+missed shows as a gap, and a publisher that restarted without saying where
+its sequences ended (it crashed) is reported as a span whose loss is
+unknown. A block subscriber that stops reading for longer than the
+publisher allows is cut loose; it says so, and carries on the same way.
 Exit status: 0 done, 1 failed, 2 bad command line, 130 interrupted by
 Ctrl-C (after the summary).
 
@@ -475,6 +506,9 @@ type subResult struct {
 	Dropped    uint64 `json:"dropped"`
 	Reconnects uint64 `json:"reconnects"`
 	Restarts   uint64 `json:"restarts"`
+	// LossUnknown counts the spans whose loss nobody can count: the
+	// publisher restarted without having said where its sequences ended.
+	LossUnknown uint64 `json:"loss_unknown"`
 	// Ended says why receiving stopped.
 	Ended string `json:"ended"`
 }
@@ -533,6 +567,7 @@ type subConfig struct {
 	tags         []uint64
 	lim          limits
 	asJSON       bool
+	wait         bool // wait for a publisher that is not up yet
 	out          io.Writer
 	info         io.Writer // subscription lines, gaps, drops
 }
@@ -552,6 +587,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: no limit)", "stop this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "print each message as a JSON object, and the summary as JSON")
+	wait := fs.Bool("wait", true, "wait for the publisher if it is not up yet (false: fail at once)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -573,13 +609,15 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	res, err := runSub(ctx, subConfig{
 		provider: *provider, to: *to, key: key, mode: *mode, policy: netio.Policy(policy), buffer: *buffer, tags: tags,
-		lim: lim, asJSON: *asJSON, out: out, info: stderr,
+		lim: lim, asJSON: *asJSON, wait: *wait, out: out, info: stderr,
 	})
 	out.Flush()
 	return report(ctx, stdout, stderr, "sub", *asJSON, res, err, printSub)
 }
 
-// subscribe subscribes, giving up on Ctrl-C and after connectTimeout.
+// subscribe subscribes, giving up on Ctrl-C and after connectTimeout; with
+// cfg.wait, a publisher that is not up yet is waited for until Ctrl-C,
+// with a message.
 func subscribe(ctx context.Context, cfg subConfig) (*netio.Subscription, error) {
 	opts := append(cfg.mode.options(), netio.WithPolicy(cfg.policy))
 	opts = append(opts, cfg.key.options()...)
@@ -587,16 +625,60 @@ func subscribe(ctx context.Context, cfg subConfig) (*netio.Subscription, error) 
 		opts = append(opts, netio.WithSubscriptionBuffer(cfg.buffer))
 	}
 	sctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
 	s, err := netio.Subscribe(sctx, cfg.provider, cfg.to, cfg.tags, opts...)
+	cancel()
+	if err != nil && cfg.wait && ctx.Err() == nil && notUpYet(err) {
+		fmt.Fprintf(cfg.info, "waiting for a publisher at %s (%v); Ctrl-C to stop\n", cfg.to, unwrapOp(err))
+		s, err = netio.Subscribe(ctx, cfg.provider, cfg.to, cfg.tags, append(opts, netio.WithWaitForPublisher())...)
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("%w while subscribing", errInterrupted)
 	}
 	return s, err
 }
 
-// counterWatch reports on info what a Subscription's counters say as they
-// change: drops by the policy, reconnections, publisher restarts.
+// notUpYet reports whether a subscription failed because nobody publishes
+// at the address yet (refused, timed out, at its limits), as opposed to a
+// peer that is not a publisher or refuses us.
+func notUpYet(err error) bool {
+	return !errors.Is(err, netio.ErrRejected) && !errors.Is(err, netio.ErrProtocol) && !errors.Is(err, netio.ErrInvalidConfig) ||
+		errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// unwrapOp is what a *net.OpError says, without the operation and address.
+func unwrapOp(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
+}
+
+// eventLine is how sub reports a subscription's event on stderr; "" for
+// events it reports otherwise (gaps: from the sequence numbers).
+func eventLine(ev netio.Event) string {
+	switch ev.Kind {
+	case netio.EventDisconnected:
+		switch {
+		case errors.Is(ev.Err, netio.ErrSlowSubscriber):
+			return "cut loose by the publisher: this subscriber's window stayed full longer than the publisher allows (read faster, or use a drop policy); reconnecting"
+		case errors.Is(ev.Err, netio.ErrPublisherClosed):
+			return "the publisher closed; reconnecting"
+		}
+		return fmt.Sprintf("lost the publisher (%v); reconnecting", ev.Err)
+	case netio.EventReconnected:
+		return "reconnected to the publisher"
+	case netio.EventPublisherRestarted:
+		if ev.LossUnknown {
+			return "the publisher restarted without saying where its sequences ended: how many messages were lost between its last message before and its first after is unknown; sequence numbers begin again"
+		}
+		return "the publisher restarted: sequence numbers begin again"
+	}
+	return ""
+}
+
+// counterWatch reports on info the drops a Subscription's policy makes, as
+// its counters change.
 type counterWatch struct {
 	s    *netio.Subscription
 	info io.Writer
@@ -610,12 +692,6 @@ func (w *counterWatch) look(policy netio.Policy) {
 	defer w.mu.Unlock()
 	if d := st.Dropped - w.last.Dropped; d > 0 {
 		fmt.Fprintf(w.info, "dropped: %d messages (%s: the subscription's buffer was full), %d in all\n", d, policy, st.Dropped)
-	}
-	if d := st.Restarts - w.last.Restarts; d > 0 {
-		fmt.Fprintf(w.info, "the publisher restarted: its sequence numbers begin again\n")
-	}
-	if d := st.Reconnects - w.last.Reconnects; d > 0 {
-		fmt.Fprintf(w.info, "reconnected to the publisher (%d in all)\n", st.Reconnects)
 	}
 	w.last = st
 }
@@ -639,6 +715,7 @@ func runSub(ctx context.Context, cfg subConfig) (*subResult, error) {
 	fmt.Fprintf(cfg.info, "subscribed to tag %s at %s (provider %s, %s, %s)\n", (*tagsFlag)(&cfg.tags).String(), cfg.to, res.Provider, netio.Mode(cfg.mode), cfg.policy)
 
 	w := &counterWatch{s: s, info: cfg.info}
+	events := s.Events()
 	tick := time.NewTicker(subPollEvery)
 	defer tick.Stop()
 	var deadline <-chan time.Time
@@ -648,6 +725,30 @@ func runSub(ctx context.Context, cfg subConfig) (*subResult, error) {
 		deadline = t.C
 	}
 	next := map[uint64]uint64{} // per tag, the sequence number expected next
+	takeEvent := func(ev netio.Event) {
+		if l := eventLine(ev); l != "" {
+			fmt.Fprintln(cfg.info, l)
+		}
+		if ev.Kind == netio.EventPublisherRestarted {
+			clear(next) // the new publisher numbers from 0
+		}
+	}
+	// takeEvents reports the events that came before a message: they were
+	// sent before it.
+	takeEvents := func() {
+		for events != nil {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					events = nil
+					return
+				}
+				takeEvent(ev)
+			default:
+				return
+			}
+		}
+	}
 	enc := json.NewEncoder(cfg.out)
 	var first, last time.Time
 	var runErr error
@@ -666,12 +767,19 @@ loop:
 			break loop
 		case <-tick.C:
 			w.look(cfg.policy)
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			takeEvent(ev)
 		case m, ok := <-s.C:
 			if !ok {
 				res.Ended = "the subscription ended"
 				runErr = s.Err()
 				break loop
 			}
+			takeEvents()
 			now := time.Now()
 			if res.Messages == 0 {
 				first = now
@@ -682,8 +790,6 @@ loop:
 				res.Skipped += seq - want
 				fmt.Fprintf(cfg.info, "gap: tag %d: %d messages missing (seq %d to %d)\n", tag, seq-want, want, seq-1)
 				w.look(cfg.policy)
-			} else if seen && seq < want {
-				fmt.Fprintf(cfg.info, "tag %d: sequence numbers begin again at %d (the publisher restarted)\n", tag, seq)
 			}
 			next[tag] = seq + 1
 			if cfg.asJSON {
@@ -713,6 +819,7 @@ loop:
 	}
 	st := s.Stats()
 	res.Gaps, res.Missed, res.Dropped, res.Reconnects, res.Restarts = st.Gaps, st.Missed, st.Dropped, st.Reconnects, st.Restarts
+	res.LossUnknown = st.LossUnknown
 	return res, runErr
 }
 
@@ -747,7 +854,11 @@ func printSub(w io.Writer, r *subResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "received\t%d messages (%s) in %s\n", r.Messages, bytesString(r.Bytes), durString(seconds(r.Seconds)))
 	fmt.Fprintf(tw, "rate\t%.0f msg/s, %.3f Gbit/s of payload (from the first message to the last)\n", r.MessagesPerSecond, r.GbitPerSecond)
-	fmt.Fprintf(tw, "gaps\t%d messages missing in the sequence numbers; %d gaps on the way (%d messages), %d dropped by the policy\n", r.Skipped, r.Gaps, r.Missed, r.Dropped)
+	if r.LossUnknown > 0 {
+		fmt.Fprintf(tw, "gaps\t%d messages known missing in the sequence numbers, and loss unknown across %d publisher restart(s); %d gaps on the way (%d messages), %d dropped by the policy\n", r.Skipped, r.LossUnknown, r.Gaps, r.Missed, r.Dropped)
+	} else {
+		fmt.Fprintf(tw, "gaps\t%d messages missing in the sequence numbers; %d gaps on the way (%d messages), %d dropped by the policy\n", r.Skipped, r.Gaps, r.Missed, r.Dropped)
+	}
 	fmt.Fprintf(tw, "reconnects\t%d (%d of them to a restarted publisher)\n", r.Reconnects, r.Restarts)
 	fmt.Fprintf(tw, "ended\t%s\n", r.Ended)
 	tw.Flush()

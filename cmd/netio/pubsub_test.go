@@ -260,11 +260,11 @@ func TestPubSubBadFlags(t *testing.T) {
 	}
 }
 
-// sub against a closed port fails in one line; against a recv (not a
-// publisher) too, and says so.
+// sub -wait=false against a closed port fails in one line; against a recv
+// (not a publisher) it fails whatever -wait says, and says so.
 func TestSubNoPublisher(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"sub", "-to", closedPort(t), "-tag", "1"}, &out, &errOut); code != exitError || strings.Count(errOut.String(), "\n") != 1 {
+	if code := run([]string{"sub", "-to", closedPort(t), "-tag", "1", "-wait=false"}, &out, &errOut); code != exitError || strings.Count(errOut.String(), "\n") != 1 {
 		t.Errorf("sub to a closed port: exit %d, stderr %q", code, errOut.String())
 	}
 	recv := start("recv", "-listen", "127.0.0.1:0")
@@ -276,4 +276,71 @@ func TestSubNoPublisher(t *testing.T) {
 	send := start("send", "-to", addr, "-count", "1")
 	send.wait(t)
 	recv.wait(t)
+}
+
+// sub started before its publisher says it waits, and takes the messages
+// once the publisher is up.
+func TestSubWaitsForPub(t *testing.T) {
+	bin := buildNetio(t)
+	addr := closedPort(t)
+	sub := startBin(t, bin, "sub", "-to", addr, "-tag", "5", "-count", "2")
+	sub.waitLine(t, `^waiting for a publisher at `+regexp.QuoteMeta(addr)+` \(.*\); Ctrl-C to stop$`)
+	pub, in := startBinStdin(t, bin, "pub", "-listen", addr, "-tag", "5")
+	sub.waitLine(t, `^subscribed to tag 5 at `)
+	fmt.Fprint(in, "one\ntwo\n")
+	sub.mustExit(t, exitOK)
+	in.Close()
+	pub.mustExit(t, exitOK)
+	if out := sub.stdout.String(); !strings.HasPrefix(out, "5\t0\tone\n5\t1\ttwo\n") {
+		t.Errorf("sub's stdout:\n%s", out)
+	}
+}
+
+// A publisher killed and started again: sub says the loss across the
+// restart is unknown, on stderr as it happens and in its summary, instead
+// of counting nothing missing.
+func TestSubReportsUnknownLossAcrossRestart(t *testing.T) {
+	bin := buildNetio(t)
+	addr := closedPort(t)
+	pubArgs := []string{bin, "pub", "-listen", addr, "-tag", "3", "-rate", "2000", "-duration", "10m", "-subscribers", "0"}
+	pub := startBin(t, pubArgs...)
+	pub.waitLine(t, `^listening on `)
+	sub := startBin(t, bin, "sub", "-to", addr, "-tag", "3", "-json")
+	sub.waitLine(t, `^subscribed to tag 3 at `)
+	if err := pub.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-pub.done
+	sub.waitLine(t, `^lost the publisher `)
+	// Again on the same address, as soon as the system lets it listen.
+	for {
+		again := startBin(t, pubArgs...)
+		select {
+		case l := <-again.lines:
+			if strings.HasPrefix(l, "listening on ") {
+				goto up
+			}
+		case <-time.After(runTimeout):
+			t.Fatal("the publisher did not start again")
+		}
+	}
+up:
+	sub.waitLine(t, `^the publisher restarted without saying where its sequences ended: how many messages were lost .* is unknown`)
+	if err := sub.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	sub.mustExitWithin(t, exitInterruptedCode, 15*time.Second)
+	// The messages come first, one JSON object each; the summary last.
+	dec := json.NewDecoder(strings.NewReader(sub.stdout.String()))
+	var last json.RawMessage
+	for dec.More() {
+		if err := dec.Decode(&last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var s subResult
+	decode(t, string(last), &s)
+	if s.Restarts != 1 || s.LossUnknown != 1 || s.Reconnects != 1 {
+		t.Errorf("sub's summary %+v, want one reconnect to a restarted publisher, its loss unknown", s)
+	}
 }

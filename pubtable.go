@@ -1,0 +1,312 @@
+package netio
+
+import (
+	"slices"
+	"sync/atomic"
+)
+
+// The publisher's tag table is changed by the subscribers' workers: one
+// goroutine per subscriber link at a time, started when the link has work
+// (a request, its end) and gone when it has none. A worker may wait (for a
+// tag's turn, which a Publish holds across a wait for a slow subscriber;
+// for the link's send gate) where the reactor never may: the reactor only
+// hands it work, through a lock-free list, and never takes the table's
+// lock or a tag's turn.
+//
+// A subscribe request takes the turns of its tags (in tag order, so that
+// two workers never wait for each other), adds the subscriber, reads each
+// tag's next sequence number, and has the reactor queue the
+// acknowledgement before it gives the turns back: no message of those
+// tags can be written to the link before the acknowledgement that
+// announces it, and the link sends its owner's control messages before
+// the data written after them.
+
+// workItem is one piece of a link's work.
+type workItem struct {
+	next *workItem
+	kind uint8 // kindSubscribe, kindUnsubscribe, or one of the work kinds
+	req  request
+	slot uint32 // a request's receive buffer, held until it is handled
+	err  error  // workLeft: why
+}
+
+const (
+	workJoined = iota + 100 // the link came up
+	workLeft                // the subscriber went away
+	workCut                 // cut loose as slow
+)
+
+// post hands it to the link's worker, starting one if none runs. Any
+// goroutine, including the reactor: it never waits. Work posted after the
+// publisher stopped its workers is dropped: Close and Shutdown deal with
+// every link themselves.
+func (pl *pubLink) post(it *workItem) {
+	for {
+		old := pl.inbox.Load()
+		it.next = old
+		if pl.inbox.CompareAndSwap(old, it) {
+			break
+		}
+	}
+	if !pl.working.Swap(true) {
+		if pl.p.workers.start() {
+			go pl.work()
+		} else {
+			pl.working.Store(false)
+		}
+	}
+}
+
+// work is the link's worker: it does what was posted, in order, until
+// there is nothing left.
+func (pl *pubLink) work() {
+	defer pl.p.workers.done()
+	for {
+		list := pl.inbox.Swap(nil)
+		if list == nil {
+			pl.working.Store(false)
+			// Work posted between the Swap and the Store found the
+			// worker running and started none.
+			if pl.inbox.Load() == nil || pl.working.Swap(true) {
+				return
+			}
+			continue
+		}
+		var items []*workItem
+		for it := list; it != nil; it = it.next {
+			items = append(items, it)
+		}
+		for i := len(items) - 1; i >= 0; i-- {
+			pl.do(items[i])
+		}
+	}
+}
+
+func (pl *pubLink) do(it *workItem) {
+	p := pl.p
+	switch it.kind {
+	case kindSubscribe, kindUnsubscribe:
+		if p.state.Load() == pubOpen {
+			pl.apply(it.kind, it.req, it.slot)
+		}
+		pl.pending.Add(-1)
+	case workJoined:
+		p.events.emit(Event{Kind: EventSubscriberJoined, Remote: &pl.remote})
+	case workLeft:
+		pl.leaveAll()
+		pl.closeToWriters()
+		p.eng.r.SubmitFunc(func() {
+			pl.leaveList()
+			pl.l.close()
+		})
+		p.events.emit(Event{Kind: EventSubscriberLeft, Remote: &pl.remote, Err: it.err})
+	case workCut:
+		finals := pl.leaveAll()
+		pl.closeToWriters()
+		p.eng.r.SubmitFunc(func() {
+			pl.leaveList()
+			pl.finals, pl.reason = finals, farewellSlow
+			pl.l.farewell = pl.farewell
+			pl.l.closeNow()
+		})
+		p.events.emit(Event{Kind: EventSubscriberLeft, Remote: &pl.remote, Err: ErrSlowSubscriber})
+	}
+}
+
+// closeToWriters waits until no writer is inside the link's send side and
+// closes it: the link may let go of its memory then.
+func (pl *pubLink) closeToWriters() {
+	pl.send.gate.lock()
+	pl.closed.Store(true)
+	pl.send.gate.stop()
+	pl.send.gate.unlock()
+}
+
+// apply puts a request into the table and acknowledges it. A subscription
+// that would take the subscriber past MaxTags is refused whole.
+func (pl *pubLink) apply(kind uint8, r request, slot uint32) {
+	p := pl.p
+	tags := slices.Clone(r.tags)
+	slices.Sort(tags)
+	tags = slices.Compact(tags) // a tag named twice would wait for its own turn
+	a := ack{id: r.id, incarnation: p.incarnation}
+	if kind == kindSubscribe && pl.newTags(tags) > p.cfg.MaxTags-len(pl.tags) {
+		p.stats.tagsRefused.Add(1)
+		a.refused = true
+		p.eng.r.Call(func() { pl.sendAck(&a, slot) })
+		return
+	}
+	a.tags, a.next = tags, make([]uint64, len(tags))
+	held := make([]*tagEntry, 0, len(tags))
+	for i, tag := range tags {
+		if kind == kindSubscribe {
+			e := p.lockEntry(tag, true)
+			e.subs = withSub(e.subs, pl, r.policy)
+			a.next[i] = e.next
+			held = append(held, e)
+		} else if e := p.lockEntry(tag, false); e != nil {
+			p.leave(e, tag, pl)
+			e.turn.unlock()
+		}
+	}
+	pl.tagsMu.Lock()
+	for _, tag := range tags {
+		if kind == kindSubscribe {
+			pl.tags[tag] = r.policy
+		} else {
+			delete(pl.tags, tag)
+		}
+	}
+	pl.tagsMu.Unlock()
+	p.eng.r.Call(func() { pl.sendAck(&a, slot) })
+	for _, e := range held {
+		e.turn.unlock()
+	}
+}
+
+// newTags counts the tags the subscriber does not hold yet.
+func (pl *pubLink) newTags(tags []uint64) int {
+	n := 0
+	for _, tag := range tags {
+		if _, ok := pl.tags[tag]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// leaveAll takes the link out of every tag it holds and returns where
+// each tag's sequence stood: the first message it will not get.
+func (pl *pubLink) leaveAll() []finalSeq {
+	pl.tagsMu.Lock()
+	tags := make([]uint64, 0, len(pl.tags))
+	for tag := range pl.tags {
+		tags = append(tags, tag)
+	}
+	clear(pl.tags)
+	pl.tagsMu.Unlock()
+	slices.Sort(tags)
+	finals := make([]finalSeq, 0, len(tags))
+	for _, tag := range tags {
+		if e := pl.p.lockEntry(tag, false); e != nil {
+			finals = append(finals, finalSeq{tag: tag, next: e.next})
+			pl.p.leave(e, tag, pl)
+			e.turn.unlock()
+		}
+	}
+	return finals
+}
+
+// lockEntry returns tag's entry with its turn held, made if create and
+// there is none; nil if there is none and not create.
+func (p *Publisher) lockEntry(tag uint64, create bool) *tagEntry {
+	for {
+		p.tableMu.RLock()
+		e := p.tags[tag]
+		p.tableMu.RUnlock()
+		if e == nil {
+			if !create {
+				return nil
+			}
+			p.tableMu.Lock()
+			if e = p.tags[tag]; e == nil {
+				e = &tagEntry{}
+				p.tags[tag] = e
+			}
+			p.tableMu.Unlock()
+		}
+		e.turn.lock(nil)
+		if !e.dead {
+			return e
+		}
+		e.turn.unlock()
+	}
+}
+
+// leave takes pl out of e, the entry of tag, whose turn is held; the last
+// subscriber's leaving takes the entry out of the table.
+func (p *Publisher) leave(e *tagEntry, tag uint64, pl *pubLink) {
+	subs := make([]tagSub, 0, len(e.subs))
+	for _, s := range e.subs {
+		if s.pl != pl {
+			subs = append(subs, s)
+		}
+	}
+	if len(subs) > 0 {
+		e.subs = subs
+		return
+	}
+	e.subs, e.dead = nil, true
+	p.tableMu.Lock()
+	if p.tags[tag] == e {
+		delete(p.tags, tag) // nobody saw its sequence: it may start again
+	}
+	p.tableMu.Unlock()
+}
+
+// withSub is subs with pl under policy, in place of any earlier entry of
+// pl: a copy, since a Publish may be walking subs.
+func withSub(subs []tagSub, pl *pubLink, policy Policy) []tagSub {
+	out := make([]tagSub, 0, len(subs)+1)
+	for _, s := range subs {
+		if s.pl != pl {
+			out = append(out, s)
+		}
+	}
+	return append(out, tagSub{pl: pl, policy: policy})
+}
+
+// sendAck answers a request, in as many messages as its tags need, and
+// posts the request's buffer again. On the reactor.
+func (pl *pubLink) sendAck(a *ack, slot uint32) {
+	defer pl.l.releaseControl(slot)
+	for first := true; first || len(a.tags) > 0; first = false {
+		n := min(len(a.tags), tagsPerAck)
+		part := ack{id: a.id, refused: a.refused, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
+		if err := pl.l.sendOwnerControl(kindAck, part.marshal()); err != nil {
+			return
+		}
+		a.tags, a.next = a.tags[n:], a.next[n:]
+	}
+}
+
+// workerCount counts a publisher's running workers, and stops them from
+// starting once the publisher closes. Lock-free: the reactor starts
+// workers.
+type workerCount struct {
+	n    atomic.Int64 // running workers, with workersStopped once stopped
+	idle chan struct{}
+}
+
+const workersStopped = 1 << 62
+
+func newWorkerCount() workerCount { return workerCount{idle: make(chan struct{})} }
+
+// start counts a worker in, unless stopped.
+func (w *workerCount) start() bool {
+	for {
+		n := w.n.Load()
+		if n&workersStopped != 0 {
+			return false
+		}
+		if w.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// done counts a worker out.
+func (w *workerCount) done() {
+	if w.n.Add(-1) == workersStopped {
+		close(w.idle)
+	}
+}
+
+// stop lets no worker start any more and waits for the running ones.
+// Once.
+func (w *workerCount) stop() {
+	if w.n.Or(workersStopped) == 0 {
+		close(w.idle)
+	}
+	<-w.idle
+}
