@@ -39,9 +39,10 @@ type engine struct {
 	setupTimer *reactor.Timer
 	setupNext  time.Time // when setupTimer fires; zero if stopped
 
-	paused     []*fabricRes // fabrics whose event queue waits out a lack of descriptors (eqpause.go)
-	pauseTimer *reactor.Timer
-	pauseFor   time.Duration // the current pause; doubles while it lasts
+	// cm reads the listeners' connection requests on a thread of its
+	// own (connmgr.go); made with the first listener, guarded by
+	// engines.mu until then.
+	cm *connManager
 
 	// Heartbeats (heartbeat.go): the links to scan and the timer.
 	beating    []*link
@@ -161,10 +162,7 @@ func acquireEngine() (*engine, error) {
 			if e.setupTimer, err = r.NewTimer(e.sweepSetups); err != nil {
 				return
 			}
-			if e.beat, err = r.NewTimer(e.onBeat); err != nil {
-				return
-			}
-			e.pauseTimer, err = r.NewTimer(e.resumeEvents)
+			e.beat, err = r.NewTimer(e.onBeat)
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -173,6 +171,22 @@ func acquireEngine() (*engine, error) {
 	}
 	engines.e.refs++
 	return engines.e, nil
+}
+
+// connManager returns the engine's connection manager, starting it on
+// first use: a process that only dials needs none. Any goroutine but the
+// reactor.
+func (e *engine) connManager() (*connManager, error) {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	if e.cm == nil {
+		cm, err := newConnManager(e)
+		if err != nil {
+			return nil, err
+		}
+		e.cm = cm
+	}
+	return e.cm, nil
 }
 
 // ref adds a reference to an engine already held by the caller.
@@ -201,12 +215,16 @@ func (e *engine) release() {
 			e.idleTick.Close()
 			e.setupTimer.Close()
 			e.beat.Close()
-			e.pauseTimer.Close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
 		})
 		e.r.Close()
+		if e.cm != nil {
+			// Every listener has handed its queue back (acceptor.sealed)
+			// before it let go of the engine.
+			e.cm.close()
+		}
 	}()
 }
 
@@ -275,7 +293,6 @@ func (f *fabricRes) release() {
 
 func (f *fabricRes) close() {
 	f.closed = true
-	f.e.unpause(f)
 	f.e.r.Unregister(f.eq.FD())
 	for _, d := range f.domains {
 		d.domain.Close()
@@ -308,7 +325,9 @@ func (d *domainRes) release() {
 	d.domain.Close()
 }
 
-// eqHandler reads a fabric's event queue when its fd fires.
+// eqHandler reads a fabric's event queue when its fd fires: the events of
+// the fabric's endpoints. Listeners' requests come on queues of their own,
+// read by the connection manager (connmgr.go).
 type eqHandler fabricRes
 
 const reactorIn = 0x1 // EPOLLIN
@@ -317,18 +336,14 @@ const reactorIn = 0x1 // EPOLLIN
 // until fi_trywait succeeds, and a readable fd keeps the reactor awake.
 func (h *eqHandler) HandleEvents(uint32) {
 	f := (*fabricRes)(h)
-	got := false
 	for i := 0; i < 8 && !f.closed; i++ {
-		got = f.readEvents() || got
+		f.readEvents()
 		if f.closed || f.eq.Pending() {
 			return
 		}
 		if ok, err := f.fabric.TryWait(&f.eqWait); ok || err != nil {
 			break
 		}
-	}
-	if !f.closed {
-		f.e.afterEvents(f, got)
 	}
 }
 
@@ -348,11 +363,6 @@ func (f *fabricRes) readEvents() (got bool) {
 		}
 		t := f.e.targets[f.ev.Context]
 		if t == nil {
-			// A request for a listener that is gone must still be
-			// answered, or the peer never hears back.
-			if f.ev.Kind == ofi.EventConnReq {
-				f.ev.Info.Free()
-			}
 			continue
 		}
 		t.handleEvent(&f.ev)

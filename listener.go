@@ -73,7 +73,7 @@ func (l *Listener) admit(req *ofi.Info, h hello) []byte {
 func (l *Listener) onConnected(c *Conn) {
 	l.pending--
 	c.listener = nil
-	if l.ac.closed {
+	if l.ac.closed.Load() {
 		l.ac.setupFailed(c.link)
 		c.link.finishClose()
 		return
@@ -146,6 +146,7 @@ func (l *Listener) Close() error {
 		return l.opError("close", net.ErrClosed)
 	}
 	l.eng.r.Call(l.ac.close)
+	<-l.ac.done // the port is free
 	// Close them all, then wait once: a peer that does not read costs one
 	// Linger in all, not one each.
 	var waits []<-chan struct{}

@@ -117,16 +117,16 @@ func (q *ListenQueue) track() {
 // Sweep aborts the requests that have not completed within maxAge, and
 // the oldest beyond maxPending of them (tcp; elsewhere the provider's
 // connection manager holds no socket of netio's reach). It returns how
-// many requests it has aborted since the queue opened, and when the next
-// one will be due (zero if none is pending).
-func (q *ListenQueue) Sweep(maxAge time.Duration, maxPending int) (aborted uint64, next time.Time) {
+// many requests it has aborted since the queue opened, how many are
+// pending now, and when the next one will be due (zero if none is).
+func (q *ListenQueue) Sweep(maxAge time.Duration, maxPending int) (aborted uint64, pending int, next time.Time) {
 	if q.reqs == nil {
-		return 0, time.Time{}
+		return 0, 0, time.Time{}
 	}
 	now := time.Now()
 	q.reqs.track(now)
-	next = q.reqs.sweep(now, maxAge, maxPending)
-	return q.reqs.aborted, next
+	pending, next = q.reqs.sweep(now, maxAge, maxPending)
+	return q.reqs.aborted, pending, next
 }
 
 // AbortAll aborts every request not completed yet: the listener is

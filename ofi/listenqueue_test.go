@@ -174,9 +174,9 @@ func TestListenQueueSweep(t *testing.T) {
 	young := dialTCP(t, q.addr, nil)
 	q.until(t, "the client accepted", func() bool { return q.pending() == 4 })
 
-	aborted, next := q.Sweep(time.Hour, 1)
-	if aborted != 3 || next.IsZero() {
-		t.Fatalf("Sweep with a limit of 1: %d aborted, next %v; want the 3 oldest, and a deadline for the last", aborted, next)
+	aborted, pending, next := q.Sweep(time.Hour, 1)
+	if aborted != 3 || pending != 1 || next.IsZero() {
+		t.Fatalf("Sweep with a limit of 1: %d aborted, %d pending, next %v; want the 3 oldest, 1, and a deadline for the last", aborted, pending, next)
 	}
 	for i, c := range old {
 		c.SetReadDeadline(time.Now().Add(hangGuard))
@@ -184,8 +184,8 @@ func TestListenQueueSweep(t *testing.T) {
 			t.Errorf("old client %d: read %v, want a reset", i, err)
 		}
 	}
-	if aborted, next = q.Sweep(0, 100); aborted != 4 || !next.IsZero() {
-		t.Fatalf("Sweep of everything: %d aborted in all, next %v; want 4 and none", aborted, next)
+	if aborted, pending, next = q.Sweep(0, 100); aborted != 4 || pending != 0 || !next.IsZero() {
+		t.Fatalf("Sweep of everything: %d aborted in all, %d pending, next %v; want 4, none and none", aborted, pending, next)
 	}
 	young.SetReadDeadline(time.Now().Add(hangGuard))
 	if _, err := young.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {

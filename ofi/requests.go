@@ -233,9 +233,9 @@ func (w *requestWatch) abort(fd int) {
 }
 
 // sweep aborts the requests pending for maxAge or longer, and the oldest
-// beyond maxPending, and returns when the next one will be due (zero if
-// none is pending).
-func (w *requestWatch) sweep(now time.Time, maxAge time.Duration, maxPending int) (next time.Time) {
+// beyond maxPending, and returns how many are still pending and when the
+// next one will be due (zero if none is).
+func (w *requestWatch) sweep(now time.Time, maxAge time.Duration, maxPending int) (pending int, next time.Time) {
 	var live []int
 	for fd, p := range w.pending {
 		if p.aborted {
@@ -259,7 +259,7 @@ func (w *requestWatch) sweep(now time.Time, maxAge time.Duration, maxPending int
 			next = by
 		}
 	}
-	return next
+	return len(live), next
 }
 
 // abortAll aborts every pending request.

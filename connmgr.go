@@ -1,0 +1,263 @@
+package netio
+
+import (
+	"slices"
+	"time"
+
+	"github.com/netio-go/netio/ofi"
+	"github.com/netio-go/netio/reactor"
+)
+
+// The connection manager reads the connection requests of the process's
+// listeners and publishers on a thread of its own, so that nothing a peer
+// does before it is admitted can hold the reactor, which drives every
+// established connection.
+//
+// libfabric's tcp provider accepts sockets and reads their requests
+// inside the calls that read a listener's event queue (fi_eq_read and
+// fi_trywait), with blocking reads of what an unauthenticated peer sends;
+// ofi.ListenQueue keeps those reads from blocking and bounds the sockets
+// of requests that never complete, and this thread keeps whatever
+// remains (the reads themselves, the key check, the rejects) off the
+// reactor: 100 plain TCP clients that sent a request's header and waited
+// took a connection's round trip from 0.3 ms to 76 ms when the reactor
+// read those queues.
+//
+// Each passive endpoint has an event queue of its own, which only this
+// thread reads; endpoints keep the fabric's queue, which only the reactor
+// reads. The manager checks each request's hello and key, rejects what
+// fails, and hands the rest to the reactor through its task ring (and
+// doorbell), where the acceptor's limits apply and the endpoint is made.
+// Threads, checked against libfabric 1.17's source with the domain opened
+// FI_THREAD_DOMAIN:
+//
+//   - Passive endpoints and event queues are the fabric's objects, not the
+//     domain's; the manager touches no endpoint, completion queue or
+//     memory region. On tcp, reading a passive endpoint's queue touches
+//     the listening socket and the sockets of requests not handed out yet
+//     (tcpx_conn_mgr_run: tcpx_accept, tcpx_cm_recv_req), under the
+//     queue's own close_lock, and the queue's entries under its util_eq
+//     lock; endpoints' sockets are never in that queue's wait set.
+//   - A request's fi_info and its handle pass to the reactor with the task
+//     (the ring's publication orders them): the provider has let go of the
+//     handle by then (its socket is out of the wait set). fi_endpoint,
+//     fi_ep_bind and fi_accept on the reactor take the handle's socket into
+//     an endpoint bound to the fabric's queue, which the reactor alone
+//     reads: tcpx_ep_accept adds it to that queue's wait set, and
+//     fi_close(ep) takes that queue's close_lock, which no other thread
+//     holds, so the reactor never waits for this thread.
+//   - fi_reject may run on both threads at once, for different requests:
+//     tcpx_pep_reject and vrb_msg_ep_reject use only the request's handle
+//     (its socket, or rdma_cm's id).
+//   - The passive endpoint is closed only once both threads are done with
+//     it (acceptor.close: the manager stops reading it and drains it, then
+//     the reactor, after the requests handed to it before, closes it).
+//   - On verbs the queue is an rdma_cm event channel read under the
+//     queue's lock; a request's cm_id moves to the fabric's queue at
+//     fi_ep_bind (rdma_migrate_id). An event for that id read in between
+//     would be dropped here as not the passive endpoint's; only an abort
+//     by the peer in those microseconds can cause one, and the accepted
+//     link's set-up deadline then ends it.
+type connManager struct {
+	r   *reactor.Reactor // its own loop, on its own locked thread; it never spins
+	eng *engine
+
+	// Manager thread only.
+	watches    []*listenWatch
+	sweep      *reactor.Timer
+	sweepAt    time.Time // when sweep fires; zero if stopped
+	paused     []*listenWatch
+	pauseTimer *reactor.Timer
+	pauseFor   time.Duration // the current pause; doubles while it lasts (eqpause.go)
+}
+
+func newConnManager(e *engine) (*connManager, error) {
+	r, err := reactor.New(&reactor.Config{Spin: -1})
+	if err != nil {
+		return nil, err
+	}
+	m := &connManager{r: r, eng: e}
+	if err := r.AddPoller(m); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if cerr := r.Call(func() {
+		// Made now: when they are needed, the process may be out of
+		// descriptors.
+		if m.sweep, err = r.NewTimer(m.onSweep); err != nil {
+			return
+		}
+		m.pauseTimer, err = r.NewTimer(m.resumeEvents)
+	}); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// close stops the manager's thread; every watch has stopped before.
+func (m *connManager) close() {
+	m.r.Call(func() {
+		m.sweep.Close()
+		m.pauseTimer.Close()
+	})
+	m.r.Close()
+}
+
+// Poll has nothing to do: requests arrive through the queues' descriptors.
+func (m *connManager) Poll() bool { return false }
+
+// TryWait is fi_trywait on every watched queue: false, having read them,
+// when one has events.
+func (m *connManager) TryWait() bool {
+	ok := true
+	for _, w := range m.watches {
+		if w.paused {
+			continue
+		}
+		if can, err := w.q.TryWait(); err == nil && !can {
+			ok = false
+			w.readEvents()
+		}
+	}
+	return ok
+}
+
+// listenWatch is an acceptor's queue as the manager reads it.
+type listenWatch struct {
+	m       *connManager
+	a       *acceptor
+	q       *ofi.ListenQueue
+	ev      ofi.Event
+	paused  bool
+	stopped bool
+}
+
+// start watches w's queue; on the manager's thread.
+func (w *listenWatch) start() error {
+	if err := w.m.r.Register(w.q.FD(), reactorIn, w); err != nil {
+		return err
+	}
+	w.m.watches = append(w.m.watches, w)
+	return nil
+}
+
+// HandleEvents reads the queue when its descriptor fires, then re-arms it.
+func (w *listenWatch) HandleEvents(uint32) {
+	got := false
+	for i := 0; i < 8 && !w.stopped; i++ {
+		got = w.readEvents() || got
+		if ok, err := w.q.TryWait(); ok || err != nil {
+			break
+		}
+	}
+	if !w.stopped {
+		w.m.afterEvents(w, got)
+		w.m.sweepWatch(w)
+	}
+}
+
+// readEvents reads and answers the queued requests, and reports whether
+// there were any events.
+func (w *listenWatch) readEvents() (got bool) {
+	for !w.stopped {
+		ok, err := w.q.Read(&w.ev)
+		if err != nil || !ok {
+			return got
+		}
+		got = true
+		if w.ev.Kind == ofi.EventConnReq {
+			w.request(&w.ev)
+		}
+	}
+	return got
+}
+
+// request checks a connection request's hello and key, rejects it here if
+// they fail, and hands it to the reactor otherwise.
+func (w *listenWatch) request(ev *ofi.Event) {
+	a := w.a
+	h, reject := a.screen(ev.PrivateData())
+	if reject != nil {
+		if !a.closed.Load() {
+			if string(reject) == rejectAuthMarker {
+				a.stats.rejectedAuth.Add(1)
+			} else {
+				a.stats.rejectedPeer.Add(1)
+			}
+		}
+		w.q.Reject(ev.Info, reject)
+		return
+	}
+	if a.eng.r.Submit(&connRequest{a: a, req: ev.Info, h: h}) != nil {
+		w.q.Reject(ev.Info, rejectData)
+	}
+}
+
+// connRequest is a request that passed the manager's checks, for the
+// reactor to answer.
+type connRequest struct {
+	a   *acceptor
+	req *ofi.Info
+	h   hello
+}
+
+func (c *connRequest) Run() {
+	a := c.a
+	if a.closed.Load() {
+		// The queue is still open: the manager has not handed it back.
+		a.q.Reject(c.req, rejectData)
+		return
+	}
+	if reject := a.admit(c.req, c.h); reject != nil {
+		a.q.Reject(c.req, reject)
+	}
+}
+
+// sweepWatch drops w's requests that have not completed within the
+// acceptor's set-up timeout, and the oldest beyond its MaxConns, and arms
+// the timer for the next one due.
+func (m *connManager) sweepWatch(w *listenWatch) {
+	aborted, pending, next := w.q.Sweep(w.a.setupTimeout, w.a.maxConns)
+	w.a.stats.incomplete.Store(aborted)
+	w.a.stats.pendingRequests.Store(int64(pending))
+	if !next.IsZero() && (m.sweepAt.IsZero() || next.Before(m.sweepAt)) {
+		m.sweepAt = next
+		m.sweep.StartOnce(max(time.Until(next), time.Millisecond))
+	}
+}
+
+func (m *connManager) onSweep() {
+	m.sweepAt = time.Time{}
+	for _, w := range m.watches {
+		m.sweepWatch(w)
+	}
+}
+
+// stop stops reading w's queue and hands the queue back to the reactor,
+// behind the requests handed to it before; on the manager's thread.
+func (w *listenWatch) stop() {
+	m := w.m
+	w.stopped = true
+	m.r.Unregister(w.q.FD())
+	m.watches = slices.DeleteFunc(m.watches, func(x *listenWatch) bool { return x == w })
+	m.unpause(w)
+	// What was accepted and not read whole goes now; what was read is
+	// turned away. The provider frees the aborted requests as it reads.
+	w.q.AbortAll()
+	for {
+		ok, err := w.q.Read(&w.ev)
+		if err != nil || !ok {
+			break
+		}
+		if w.ev.Kind == ofi.EventConnReq {
+			w.q.Reject(w.ev.Info, rejectData)
+		}
+	}
+	// Behind every request handed over before; the reactor outlives the
+	// engine reference the closing acceptor holds.
+	w.a.eng.r.SubmitFunc(w.a.sealed)
+}
