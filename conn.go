@@ -214,6 +214,10 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 	case err := <-l.connected:
 		if err != nil {
 			l.closeAndWait()
+			var ae *authError
+			if errors.As(err, &ae) {
+				ae.source = a.cfg.keySource
+			}
 			return nil, a.opError(err)
 		}
 		return l, nil

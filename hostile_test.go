@@ -607,7 +607,7 @@ func dialTCPHostile(t *testing.T, addr string, hello []byte) (*tcpHostile, bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, hello)); err != nil {
+	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, netio.SealedRequest(hello))); err != nil {
 		c.Close()
 		t.Fatal(err)
 	}

@@ -220,6 +220,9 @@ func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, 
 	if a.cfg, err = buildConfig(opts); err != nil {
 		return nil, a.opError(err)
 	}
+	if err = a.cfg.resolveKey(); err != nil {
+		return nil, a.opError(err)
+	}
 	if a.host, a.port, err = net.SplitHostPort(address); err != nil {
 		return nil, a.opError(err)
 	}
