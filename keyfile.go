@@ -138,7 +138,7 @@ func trimTextNewline(b []byte) []byte {
 // made first.
 func loadKeyFile(path string, create bool) ([]byte, error) {
 	if create {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(path); err != nil {
 			if _, err := createKeyFile(path); err != nil {
 				return nil, fmt.Errorf("%w: cannot create the key file %s: %w; set $%s to a key file you can read, or give one with WithKeyFile", ErrNoKey, path, err, KeyFileEnv)
 			}
@@ -266,7 +266,7 @@ func EnsureKeyFile() (path string, created bool, err error) {
 	if path, err = DefaultKeyFile(); err != nil {
 		return "", false, err
 	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(path); err != nil {
 		if created, err = createKeyFile(path); err != nil {
 			return path, false, fmt.Errorf("%w: cannot create the key file %s: %w", ErrNoKey, path, err)
 		}
