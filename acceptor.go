@@ -210,6 +210,7 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 	if a.q, err = a.fab.fabric.OpenListenQueue(info, 256, 0); err != nil {
 		return err
 	}
+	a.q.Bound(a.setupTimeout, a.maxConns)
 	ap, err := a.q.Addr()
 	if err != nil {
 		return err

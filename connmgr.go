@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/netio-go/netio/ofi"
 	"github.com/netio-go/netio/reactor"
 )
@@ -71,8 +73,18 @@ type connManager struct {
 	pauseFor   time.Duration // the current pause; doubles while it lasts (eqpause.go)
 }
 
+// connManagerNice is the connection manager thread's nice value: a
+// flood of connection requests then takes the CPU the data path leaves,
+// not the reverse, on a machine with as few cores as this VM's two.
+const connManagerNice = 10
+
 func newConnManager(e *engine) (*connManager, error) {
-	r, err := reactor.New(&reactor.Config{Spin: -1})
+	r, err := reactor.New(&reactor.Config{Spin: -1, OnInit: func(*reactor.Reactor) {
+		// The loop's goroutine is locked to this thread for its life. On
+		// Linux the nice value is the thread's; raising it needs no
+		// privilege, and a failure only leaves it at the process's.
+		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), connManagerNice)
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +167,9 @@ func (w *listenWatch) HandleEvents(uint32) {
 		}
 	}
 	if !w.stopped {
+		w.q.Settle()
 		w.m.afterEvents(w, got)
-		w.m.sweepWatch(w)
+		w.m.armSweep(w)
 	}
 }
 
@@ -217,11 +230,12 @@ func (c *connRequest) Run() {
 	}
 }
 
-// sweepWatch drops w's requests that have not completed within the
-// acceptor's set-up timeout, and the oldest beyond its MaxConns, and arms
-// the timer for the next one due.
-func (m *connManager) sweepWatch(w *listenWatch) {
-	aborted, pending, next := w.q.Sweep(w.a.setupTimeout, w.a.maxConns)
+// armSweep publishes w's counts of incomplete requests and arms the timer
+// for the next one due: a request not complete within the acceptor's
+// set-up timeout is dropped (the oldest beyond its MaxConns already are,
+// as they come).
+func (m *connManager) armSweep(w *listenWatch) {
+	aborted, pending, next := w.q.Status()
 	w.a.stats.incomplete.Store(aborted)
 	w.a.stats.pendingRequests.Store(int64(pending))
 	if !next.IsZero() && (m.sweepAt.IsZero() || next.Before(m.sweepAt)) {
@@ -233,7 +247,8 @@ func (m *connManager) sweepWatch(w *listenWatch) {
 func (m *connManager) onSweep() {
 	m.sweepAt = time.Time{}
 	for _, w := range m.watches {
-		m.sweepWatch(w)
+		w.q.Sweep()
+		m.armSweep(w)
 	}
 }
 

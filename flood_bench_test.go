@@ -12,21 +12,32 @@ import (
 )
 
 // floodTurn is how many round trips one phase of
-// BenchmarkRoundTripHeaderFlood makes before the other takes over.
+// BenchmarkRoundTripHeaderFlood makes before the next takes over.
 const floodTurn = 256
 
+// Phases of BenchmarkRoundTripHeaderFlood.
+const (
+	phaseQuiet = iota // no other client
+	phaseHeld         // 100 clients have sent a request's header and wait
+	phaseChurn        // 100 clients send a header, wait 100 ms, close and start again
+	phaseFlood        // the same, waiting 10 ms
+	phases
+)
+
 // BenchmarkRoundTripHeaderFlood measures a connection's 64-byte round
-// trip quiet and while 100 plain TCP clients flood the listener with
-// connection requests that stop after their 32-byte header: each waits
-// until the listener resets it (its ConnectTimeout, 100 ms here) and
-// connects again, so that requests keep arriving for as long as they run.
-// The phases take turns within one run, so that both see the same load
-// from the rest of a shared machine; it reports each phase's median
-// (quiet-µs, flood-µs), their ratio (flood/quiet) and the requests the
-// flood made per second.
+// trip quiet; while 100 plain TCP clients hold connection requests that
+// stopped after their 32-byte header (the listener has taken them all,
+// PendingRequests); and while 100 such clients close theirs after 100 ms
+// (churn) or 10 ms (flood) and start again, so that requests keep coming,
+// about 1,000 and 7,000 a second. The phases take turns within one run,
+// so that all see the same load from the rest of a shared machine; it
+// reports each phase's median round trip and its ratio to quiet, and the
+// requests per second of the two churning phases. The clients run in the
+// benchmark's process: on a small machine their own cost, not only the
+// listener's, is in the figures.
 func BenchmarkRoundTripHeaderFlood(b *testing.B) {
 	const clients = 100
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithConnectTimeout(100*time.Millisecond))
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,37 +59,74 @@ func BenchmarkRoundTripHeaderFlood(b *testing.B) {
 	defer s.Close()
 	go echoMessages(s)
 
-	var on atomic.Bool
-	var requests atomic.Int64
+	var requests, ready atomic.Int64
+	var mu sync.Mutex
+	phase, changed := int32(phaseQuiet), make(chan struct{})
+	setPhase := func(p int32) {
+		mu.Lock()
+		phase = p
+		close(changed)
+		changed = make(chan struct{})
+		mu.Unlock()
+	}
+	current := func() (int32, <-chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		return phase, changed
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	header := tcpCMHeader(tcpCMConnReq, defaultHello(netio.LowLatency))[:32]
-	for range clients {
+	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, 64)
+			var h net.Conn
+			var since time.Time
+			drop := func() {
+				if h != nil {
+					h.Close()
+					h = nil
+					ready.Add(-1)
+				}
+			}
+			defer drop()
 			for {
-				for !on.Load() {
+				p, next := current()
+				if p == phaseQuiet {
+					drop()
 					select {
+					case <-next:
+						continue
 					case <-stop:
 						return
-					case <-time.After(time.Millisecond):
 					}
 				}
-				h, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					continue
+				if h == nil {
+					var err error
+					if h, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+						h = nil
+						continue
+					}
+					h.Write(header)
+					requests.Add(1)
+					ready.Add(1)
+					// Spread the clients' turns.
+					since = time.Now().Add(-time.Duration(i) * 100 * time.Microsecond)
 				}
-				requests.Add(1)
-				h.Write(header)
-				h.SetReadDeadline(time.Now().Add(2 * time.Second))
-				h.Read(buf) // until the listener resets it
-				h.Close()
+				var expire <-chan time.Time
+				switch p {
+				case phaseChurn:
+					expire = time.After(time.Until(since.Add(100 * time.Millisecond)))
+				case phaseFlood:
+					expire = time.After(time.Until(since.Add(10 * time.Millisecond)))
+				}
 				select {
+				case <-next:
+				case <-expire:
+					drop()
 				case <-stop:
 					return
-				default:
 				}
 			}
 		}()
@@ -102,43 +150,60 @@ func BenchmarkRoundTripHeaderFlood(b *testing.B) {
 	for range 200 { // warm up
 		rtt()
 	}
-	var quiet, flood []time.Duration
-	var floodTime time.Duration
-	var floodRequests int64
+	var times [phases][]time.Duration
+	var churnTime [phases]time.Duration
+	var churnRequests [phases]int64
 	b.ResetTimer()
 	for i, turn := 0, 0; i < b.N; turn++ {
-		flooding := turn%2 == 1
-		on.Store(flooding)
-		t0, r0 := time.Now(), requests.Load()
-		if flooding {
-			// Let the flood reach its pace before measuring.
-			for requests.Load()-r0 < clients && time.Since(t0) < time.Second {
-				rtt()
-			}
-			t0, r0 = time.Now(), requests.Load()
-		}
-		for j := 0; j < floodTurn && i < b.N; j, i = j+1, i+1 {
-			if d := rtt(); flooding {
-				flood = append(flood, d)
+		p := int32(turn % phases)
+		setPhase(p)
+		// Let the phase set in before measuring: every client connected
+		// (and, held, taken by the listener), or gone.
+		last := ln.Stats()
+		for t0, same := time.Now(), 0; time.Since(t0) < 2*time.Second; rtt() {
+			// Quiet once the clients are gone and the listener has had
+			// nothing to do for a while: after a flood it still resets
+			// what the clients left in its backlog.
+			st := ln.Stats()
+			if st.Incomplete == last.Incomplete && st.PendingRequests == 0 {
+				same++
 			} else {
-				quiet = append(quiet, d)
+				same = 0
+			}
+			last = st
+			n := ready.Load()
+			if p == phaseQuiet && n == 0 && same >= 50 || p >= phaseChurn && n > clients/2 ||
+				p == phaseHeld && n == clients && st.PendingRequests >= clients {
+				break
 			}
 		}
-		if flooding {
-			floodTime += time.Since(t0)
-			floodRequests += requests.Load() - r0
+		t0, r0 := time.Now(), requests.Load()
+		for j := 0; j < floodTurn && i < b.N; j, i = j+1, i+1 {
+			times[p] = append(times[p], rtt())
 		}
+		churnTime[p] += time.Since(t0)
+		churnRequests[p] += requests.Load() - r0
 	}
 	b.StopTimer()
-	on.Store(false)
-	if len(quiet) == 0 || len(flood) == 0 {
-		return // b.N too small for both phases
+	setPhase(phaseQuiet)
+	for _, t := range times {
+		if len(t) == 0 {
+			return // b.N too small for every phase
+		}
 	}
-	mq, mf := median(quiet), median(flood)
-	b.ReportMetric(float64(mq.Nanoseconds())/1e3, "quiet-µs")
-	b.ReportMetric(float64(mf.Nanoseconds())/1e3, "flood-µs")
-	b.ReportMetric(float64(mf)/float64(mq), "flood/quiet")
-	b.ReportMetric(float64(floodRequests)/floodTime.Seconds(), "requests/s")
+	q := median(times[phaseQuiet])
+	b.ReportMetric(float64(q.Nanoseconds())/1e3, "quiet-µs")
+	for p, name := range []string{phaseHeld: "held", phaseChurn: "churn", phaseFlood: "flood"} {
+		if name == "" {
+			continue
+		}
+		m := median(times[p])
+		b.ReportMetric(float64(m.Nanoseconds())/1e3, name+"-µs")
+		b.ReportMetric(float64(m)/float64(q), name+"/quiet")
+		if p >= phaseChurn {
+			b.ReportMetric(float64(churnRequests[p])/churnTime[p].Seconds(), name+"-req/s")
+		}
+	}
 }
 
 func median(d []time.Duration) time.Duration {

@@ -65,7 +65,9 @@ func (f *Fabric) OpenListenQueue(info *Info, size int, token uint64) (q *ListenQ
 		return nil, err
 	}
 	if q.pep.tcp {
-		// Before anything reads the queue: nothing is accepted yet.
+		// Before anything reads the queue: nothing is accepted yet. It
+		// holds a descriptor of its own, so that it still works in a
+		// process out of them.
 		if q.reqs, err = newRequestWatch(q.eq.FD()); err != nil {
 			return nil, err
 		}
@@ -81,12 +83,27 @@ func (q *ListenQueue) Addr() (netip.AddrPort, error) { return q.pep.Addr() }
 // belongs to the queue; do not close it.
 func (q *ListenQueue) FD() int { return q.eq.FD() }
 
+// Bound sets how long a connection request may take to arrive whole
+// before Sweep aborts it, and how many may wait at once (beyond that, the
+// oldest are aborted). tcp only: elsewhere the provider's connection
+// manager holds no socket of netio's reach. Call it before the reader
+// starts.
+func (q *ListenQueue) Bound(maxAge time.Duration, maxPending int) {
+	if q.reqs != nil {
+		q.reqs.maxAge, q.reqs.maxPending = maxAge, maxPending
+	}
+}
+
 // Read reads one event into ev, as EQ.Read does; false with a nil error
 // when there is none.
 func (q *ListenQueue) Read(ev *Event) (bool, error) {
 	for {
+		accepts := q.mayAccept()
+		q.called()
 		ok, fid, err := q.eq.readRaw(ev)
-		q.track()
+		if accepts {
+			q.track()
+		}
 		if !ok || err != nil {
 			return ok, err
 		}
@@ -99,9 +116,23 @@ func (q *ListenQueue) Read(ev *Event) (bool, error) {
 // TryWait is fi_trywait on the queue: true when its reader may sleep on
 // FD, false when events must be read first.
 func (q *ListenQueue) TryWait() (bool, error) {
-	ok, err := q.fab.TryWait(&q.wait)
-	q.track() // fi_trywait peeks, which runs the provider's connection manager
+	accepts := q.mayAccept()
+	q.called()
+	ok, err := q.fab.TryWait(&q.wait) // it peeks, which runs the provider's connection manager
+	if accepts {
+		q.track()
+	}
 	return ok, err
+}
+
+func (q *ListenQueue) mayAccept() bool { return q.reqs != nil && q.reqs.mayAccept() }
+
+// called notes a provider call on the queue: what the last scan saw may
+// have changed.
+func (q *ListenQueue) called() {
+	if q.reqs != nil {
+		q.reqs.fresh = false
+	}
 }
 
 // track follows the request sockets after a call that may have accepted
@@ -114,18 +145,44 @@ func (q *ListenQueue) track() {
 	}
 }
 
-// Sweep aborts the requests that have not completed within maxAge, and
-// the oldest beyond maxPending of them (tcp; elsewhere the provider's
-// connection manager holds no socket of netio's reach). It returns how
-// many requests it has aborted since the queue opened, how many are
-// pending now, and when the next one will be due (zero if none is).
-func (q *ListenQueue) Sweep(maxAge time.Duration, maxPending int) (aborted uint64, pending int, next time.Time) {
+// Settle brings the pending requests up to date after a round of reads:
+// the provider may have finished or dropped some, and a request whose peer
+// closed can leave the queue's descriptor readable for ever (see
+// requests.go) and is aborted. It looks only when requests are pending or
+// the descriptor stayed readable with no connection to accept.
+func (q *ListenQueue) Settle() {
+	if q.reqs == nil || q.reqs.fresh {
+		return
+	}
+	if len(q.reqs.pending) == 0 {
+		if q.reqs.mayAccept() {
+			return
+		}
+		p := []unix.PollFd{{Fd: int32(q.eq.FD()), Events: unix.POLLIN}}
+		if n, err := unix.Poll(p, 0); err != nil || n == 0 {
+			return
+		}
+	}
+	q.track()
+}
+
+// Sweep aborts the requests that have not completed within Bound's time.
+func (q *ListenQueue) Sweep() {
+	if q.reqs != nil {
+		now := time.Now()
+		q.reqs.track(now)
+		q.reqs.sweep(now)
+	}
+}
+
+// Status returns how many requests the queue has aborted since it opened,
+// how many are pending now, and when the oldest of those will be due
+// (zero if none is), as of the last look.
+func (q *ListenQueue) Status() (aborted uint64, pending int, next time.Time) {
 	if q.reqs == nil {
 		return 0, 0, time.Time{}
 	}
-	now := time.Now()
-	q.reqs.track(now)
-	pending, next = q.reqs.sweep(now, maxAge, maxPending)
+	pending, next = q.reqs.status()
 	return q.reqs.aborted, pending, next
 }
 
@@ -153,6 +210,7 @@ func (q *ListenQueue) Close() error {
 	var orphans []int
 	if q.reqs != nil {
 		orphans = q.reqs.orphans()
+		q.reqs.close()
 	}
 	if eerr := q.eq.Close(); err == nil {
 		err = eerr

@@ -102,6 +102,7 @@ func (q *testQueue) until(t *testing.T, what string, cond func() bool) {
 		}
 		q.drain()
 		q.TryWait()
+		q.Settle()
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -162,34 +163,37 @@ func TestListenQueueIncompleteRequestsDoNotBlock(t *testing.T) {
 	}
 }
 
-// Sweep aborts what has waited too long and the oldest beyond the limit:
-// the clients see a reset, and the provider lets their sockets go.
-func TestListenQueueSweep(t *testing.T) {
+// Beyond the limit the oldest request is aborted at once, and Sweep
+// aborts what has waited too long: the clients see a reset, and the
+// provider lets their sockets go.
+func TestListenQueueBounds(t *testing.T) {
 	q := openTestQueue(t)
-	var old []net.Conn
-	for range 3 {
-		old = append(old, dialTCP(t, q.addr, cmHeader(24)))
-		q.until(t, "the client accepted", func() bool { return q.pending() == len(old) })
+	q.Bound(time.Hour, 3)
+	var clients []net.Conn
+	for i := range 4 {
+		clients = append(clients, dialTCP(t, q.addr, cmHeader(24)))
+		q.until(t, "the client accepted", func() bool {
+			aborted, pending, _ := q.Status()
+			return int(aborted)+pending == i+1
+		})
 	}
-	young := dialTCP(t, q.addr, nil)
-	q.until(t, "the client accepted", func() bool { return q.pending() == 4 })
-
-	aborted, pending, next := q.Sweep(time.Hour, 1)
-	if aborted != 3 || pending != 1 || next.IsZero() {
-		t.Fatalf("Sweep with a limit of 1: %d aborted, %d pending, next %v; want the 3 oldest, 1, and a deadline for the last", aborted, pending, next)
+	if aborted, pending, next := q.Status(); aborted != 1 || pending != 3 || next.IsZero() {
+		t.Fatalf("status with a limit of 3 after 4 clients: %d aborted, %d pending, next %v; want the oldest, 3 and a deadline", aborted, pending, next)
 	}
-	for i, c := range old {
+	clients[0].SetReadDeadline(time.Now().Add(hangGuard))
+	if _, err := clients[0].Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("oldest client: read %v, want a reset", err)
+	}
+	q.Bound(0, 3)
+	q.Sweep()
+	if aborted, pending, next := q.Status(); aborted != 4 || pending != 0 || !next.IsZero() {
+		t.Fatalf("status after sweeping what is due: %d aborted, %d pending, next %v; want 4, none and none", aborted, pending, next)
+	}
+	for i, c := range clients[1:] {
 		c.SetReadDeadline(time.Now().Add(hangGuard))
 		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
-			t.Errorf("old client %d: read %v, want a reset", i, err)
+			t.Errorf("client %d: read %v, want a reset", i+1, err)
 		}
-	}
-	if aborted, pending, next = q.Sweep(0, 100); aborted != 4 || pending != 0 || !next.IsZero() {
-		t.Fatalf("Sweep of everything: %d aborted in all, %d pending, next %v; want 4, none and none", aborted, pending, next)
-	}
-	young.SetReadDeadline(time.Now().Add(hangGuard))
-	if _, err := young.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
-		t.Errorf("young client: read %v, want a reset", err)
 	}
 	q.until(t, "the provider let the aborted sockets go", func() bool { return len(q.ListenQueue.reqs.pending) == 0 })
 }

@@ -29,11 +29,16 @@ import (
 //
 // The watch finds those sockets in the wait set
 // (/proc/self/fdinfo/<epoll fd> lists every descriptor in it, with its
-// inode) after every call that may have accepted one, and before the
-// provider's next read of it, and makes them non-blocking: a read of an
-// incomplete request then fails with EAGAIN at once, and the provider
-// keeps the socket for later. A real request never waits: its header and
-// private data leave the dialer in one send (tx_cm_data).
+// inode) after every call that may have accepted one (the listening
+// socket was readable before it: the provider accepts at most one socket
+// per call), and before the provider's next read of it, and makes them
+// non-blocking: a read of an incomplete request then fails with EAGAIN at
+// once, and the provider keeps the socket for later. A real request never
+// waits: its header and private data leave the dialer in one send
+// (tx_cm_data). A connection that completes between that look and the
+// provider's own is missed until the next look; its reads stay bounded by
+// the listening socket's receive timeout, which accepted sockets inherit
+// (cmguard.go).
 //
 // The provider owns those sockets, so the watch never closes one. To drop
 // a request it aborts the connection instead (connect with AF_UNSPEC: the
@@ -59,26 +64,52 @@ type pendingRequest struct {
 // set. Its methods run on the thread that reads the queue, between the
 // provider's calls on it.
 type requestWatch struct {
-	epfd    int
-	own     map[uint64]bool // inodes of the wait set's own descriptors: the listening socket, the wake-up signal
-	pending map[int]*pendingRequest
-	buf     []byte
-	polls   []unix.PollFd
-	aborted uint64 // requests aborted since the watch began
+	epfd     int
+	info     int             // /proc/self/fdinfo/<epfd>, open: read again from the start, it is made anew
+	fresh    bool            // no provider call since the last scan
+	listenFD int             // the listening socket: the provider's, open until the passive endpoint closes
+	own      map[uint64]bool // inodes of the wait set's own descriptors: the listening socket, the wake-up signal
+	pending  map[int]*pendingRequest
+	buf      []byte
+	polls    []unix.PollFd
+	aborted  uint64 // requests aborted since the watch began
+
+	maxAge     time.Duration // a request not complete by then is aborted (sweep)
+	maxPending int           // beyond this many, the oldest are aborted (track)
 }
 
 // newRequestWatch starts watching the wait set epfd of a queue that has
 // accepted nothing yet: what it holds now is its own.
 func newRequestWatch(epfd int) (*requestWatch, error) {
-	w := &requestWatch{epfd: epfd, own: map[uint64]bool{}, pending: map[int]*pendingRequest{}}
+	w := &requestWatch{epfd: epfd, listenFD: -1, own: map[uint64]bool{}, pending: map[int]*pendingRequest{},
+		maxAge: 1<<63 - 1, maxPending: 1<<31 - 1}
+	var err error
+	if w.info, err = unix.Open("/proc/self/fdinfo/"+strconv.Itoa(epfd), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("ofi: reading the listening queue's wait set: %w", os.NewSyscallError("open", err))
+	}
 	fds, err := w.scan()
 	if err != nil {
+		w.close()
 		return nil, err
 	}
 	for _, d := range fds {
 		w.own[d.ino] = true
+		if v, err := unix.GetsockoptInt(d.fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err == nil && v == 1 {
+			w.listenFD = d.fd
+		}
 	}
 	return w, nil
+}
+
+// mayAccept reports whether the provider's next call may accept a socket:
+// whether the listening socket has a connection waiting.
+func (w *requestWatch) mayAccept() bool {
+	if w.listenFD < 0 {
+		return true
+	}
+	p := []unix.PollFd{{Fd: int32(w.listenFD), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err != nil || n > 0
 }
 
 // waitFD is one descriptor of a wait set.
@@ -87,24 +118,34 @@ type waitFD struct {
 	ino uint64
 }
 
+// close closes the watch's own descriptor.
+func (w *requestWatch) close() {
+	if w.info >= 0 {
+		unix.Close(w.info)
+		w.info = -1
+	}
+}
+
 // scan lists the descriptors in the wait set.
 func (w *requestWatch) scan() ([]waitFD, error) {
-	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(w.epfd))
-	if err != nil {
-		return nil, fmt.Errorf("ofi: reading the listening queue's wait set: %w", err)
-	}
-	defer f.Close()
 	w.buf = w.buf[:0]
 	for {
 		if len(w.buf) == cap(w.buf) {
 			w.buf = append(w.buf, make([]byte, 4096)...)[:len(w.buf)]
 		}
-		n, err := f.Read(w.buf[len(w.buf):cap(w.buf)])
-		w.buf = w.buf[:len(w.buf)+n]
-		if err != nil || n == 0 {
+		n, err := unix.Pread(w.info, w.buf[len(w.buf):cap(w.buf)], int64(len(w.buf)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ofi: reading the listening queue's wait set: %w", os.NewSyscallError("pread", err))
+		}
+		if n == 0 {
 			break
 		}
+		w.buf = w.buf[:len(w.buf)+n]
 	}
+	w.fresh = true
 	return parseWaitSet(w.buf)
 }
 
@@ -182,7 +223,37 @@ func (w *requestWatch) track(now time.Time) error {
 		}
 	}
 	w.abortClosed()
+	w.abortExcess()
 	return nil
+}
+
+// live lists the pending requests not aborted yet, oldest first.
+func (w *requestWatch) live() []int {
+	var fds []int
+	for fd, p := range w.pending {
+		if !p.aborted {
+			fds = append(fds, fd)
+		}
+	}
+	sort.Slice(fds, func(i, j int) bool { return w.pending[fds[i]].since.Before(w.pending[fds[j]].since) })
+	return fds
+}
+
+// abortExcess aborts the oldest requests beyond maxPending.
+func (w *requestWatch) abortExcess() {
+	n := 0
+	for _, p := range w.pending {
+		if !p.aborted {
+			n++
+		}
+	}
+	if n <= w.maxPending {
+		return
+	}
+	live := w.live()
+	for _, fd := range live[:len(live)-w.maxPending] {
+		w.abort(fd)
+	}
 }
 
 // abortClosed aborts the requests whose peer closed or reset its end: the
@@ -232,34 +303,28 @@ func (w *requestWatch) abort(fd int) {
 	unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
 }
 
-// sweep aborts the requests pending for maxAge or longer, and the oldest
-// beyond maxPending, and returns how many are still pending and when the
-// next one will be due (zero if none is).
-func (w *requestWatch) sweep(now time.Time, maxAge time.Duration, maxPending int) (pending int, next time.Time) {
-	var live []int
+// sweep aborts the requests pending for maxAge or longer.
+func (w *requestWatch) sweep(now time.Time) {
 	for fd, p := range w.pending {
+		if !p.aborted && now.Sub(p.since) >= w.maxAge {
+			w.abort(fd)
+		}
+	}
+}
+
+// status returns how many requests are pending, not aborted, and when the
+// oldest of them will be due (zero if none is).
+func (w *requestWatch) status() (pending int, next time.Time) {
+	for _, p := range w.pending {
 		if p.aborted {
 			continue
 		}
-		if now.Sub(p.since) >= maxAge {
-			w.abort(fd)
-			continue
-		}
-		live = append(live, fd)
-	}
-	if len(live) > maxPending {
-		sort.Slice(live, func(i, j int) bool { return w.pending[live[i]].since.Before(w.pending[live[j]].since) })
-		for _, fd := range live[:len(live)-maxPending] {
-			w.abort(fd)
-		}
-		live = live[len(live)-maxPending:]
-	}
-	for _, fd := range live {
-		if by := w.pending[fd].since.Add(maxAge); next.IsZero() || by.Before(next) {
+		pending++
+		if by := p.since.Add(w.maxAge); next.IsZero() || by.Before(next) {
 			next = by
 		}
 	}
-	return len(live), next
+	return pending, next
 }
 
 // abortAll aborts every pending request.
