@@ -25,7 +25,11 @@ type Listener struct {
 
 // Listen listens on address (host:port; port 0 picks a free one) over the
 // provider named by network ("" picks DefaultNetwork or $NETIO_PROVIDER).
-// The options apply to every accepted connection.
+// The options apply to every accepted connection. It admits only peers
+// that prove they hold its key, by default the user's key file
+// (Config.KeyFile), and rejects every other before libfabric reads
+// anything else from it: libfabric's tcp provider trusts what an admitted
+// peer sends (see Config.Insecure).
 func Listen(network, address string, opts ...Option) (*Listener, error) {
 	return listenConns(context.Background(), network, address, opts)
 }
