@@ -42,21 +42,7 @@ func BenchmarkRoundTripHeaderFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan *netio.Conn, 1)
-	go func() {
-		c, _ := ln.AcceptConn()
-		accepted <- c
-	}()
-	c, err := netio.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	s := <-accepted
-	if s == nil {
-		b.Fatal("no connection accepted")
-	}
-	defer s.Close()
+	c, s := dialAccept(b, ln)
 	go echoMessages(s)
 
 	var requests, ready atomic.Int64
