@@ -7,6 +7,7 @@ package testkey
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // dirEnv passes the directory to the test binary's own child processes
@@ -31,6 +32,13 @@ func Isolate() (restore func()) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testkey:", err)
 		os.Exit(2)
+	}
+	// The go command keeps its settings (go env -w) in the same
+	// configuration directory: the tests that run it keep the user's.
+	if os.Getenv("GOENV") == "" {
+		if cfg, err := os.UserConfigDir(); err == nil {
+			os.Setenv("GOENV", filepath.Join(cfg, "go", "env"))
+		}
 	}
 	os.Setenv(dirEnv, dir)
 	os.Setenv("XDG_CONFIG_HOME", dir)
