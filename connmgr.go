@@ -133,6 +133,7 @@ func (m *connManager) TryWait() bool {
 		if can, err := w.q.TryWait(); err == nil && !can {
 			ok = false
 			w.readEvents()
+			w.settle()
 		}
 	}
 	return ok
@@ -167,10 +168,16 @@ func (w *listenWatch) HandleEvents(uint32) {
 		}
 	}
 	if !w.stopped {
-		w.q.Settle()
+		w.settle()
 		w.m.afterEvents(w, got)
-		w.m.armSweep(w)
 	}
+}
+
+// settle brings w's pending requests and their counts up to date after
+// a round of reads.
+func (w *listenWatch) settle() {
+	w.q.Settle()
+	w.m.armSweep(w)
 }
 
 // readEvents reads and answers the queued requests, and reports whether
@@ -192,6 +199,9 @@ func (w *listenWatch) readEvents() (got bool) {
 // request checks a connection request's hello and key, rejects it here if
 // they fail, and hands it to the reactor otherwise.
 func (w *listenWatch) request(ev *ofi.Event) {
+	// The request's socket left the pending ones: counted so before the
+	// peer hears anything.
+	w.settle()
 	a := w.a
 	h, reject := a.screen(ev.PrivateData())
 	if reject != nil {
