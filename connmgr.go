@@ -12,54 +12,37 @@ import (
 
 // The connection manager reads the connection requests of the process's
 // listeners and publishers on a thread of its own, so that nothing a peer
-// does before it is admitted can hold the reactor, which drives every
-// established connection.
+// does before it is admitted holds the reactor, which drives every
+// established connection: libfabric's tcp provider accepts sockets and
+// reads their requests, blocking, inside the calls that read a listener's
+// event queue (ofi/requests.go). The manager checks each request's hello
+// and key, rejects what fails, and hands the rest to the reactor through
+// its task ring, where the owner's limits apply and the endpoint is made.
 //
-// libfabric's tcp provider accepts sockets and reads their requests
-// inside the calls that read a listener's event queue (fi_eq_read and
-// fi_trywait), with blocking reads of what an unauthenticated peer sends;
-// ofi.ListenQueue keeps those reads from blocking and bounds the sockets
-// of requests that never complete, and this thread keeps whatever
-// remains (the reads themselves, the key check, the rejects) off the
-// reactor: 100 plain TCP clients that sent a request's header and waited
-// took a connection's round trip from 0.3 ms to 76 ms when the reactor
-// read those queues.
+// Why two threads are safe with the domain opened FI_THREAD_DOMAIN
+// (libfabric 1.17's source):
 //
-// Each passive endpoint has an event queue of its own, which only this
-// thread reads; endpoints keep the fabric's queue, which only the reactor
-// reads. The manager checks each request's hello and key, rejects what
-// fails, and hands the rest to the reactor through its task ring (and
-// doorbell), where the acceptor's limits apply and the endpoint is made.
-// Threads, checked against libfabric 1.17's source with the domain opened
-// FI_THREAD_DOMAIN:
-//
-//   - Passive endpoints and event queues are the fabric's objects, not the
-//     domain's; the manager touches no endpoint, completion queue or
-//     memory region. On tcp, reading a passive endpoint's queue touches
-//     the listening socket and the sockets of requests not handed out yet
-//     (tcpx_conn_mgr_run: tcpx_accept, tcpx_cm_recv_req), under the
-//     queue's own close_lock, and the queue's entries under its util_eq
-//     lock; endpoints' sockets are never in that queue's wait set.
-//   - A request's fi_info and its handle pass to the reactor with the task
-//     (the ring's publication orders them): the provider has let go of the
-//     handle by then (its socket is out of the wait set). fi_endpoint,
-//     fi_ep_bind and fi_accept on the reactor take the handle's socket into
-//     an endpoint bound to the fabric's queue, which the reactor alone
-//     reads: tcpx_ep_accept adds it to that queue's wait set, and
-//     fi_close(ep) takes that queue's close_lock, which no other thread
-//     holds, so the reactor never waits for this thread.
-//   - fi_reject may run on both threads at once, for different requests:
-//     tcpx_pep_reject and vrb_msg_ep_reject use only the request's handle
-//     (its socket, or rdma_cm's id).
-//   - The passive endpoint is closed only once both threads are done with
-//     it (acceptor.close: the manager stops reading it and drains it, then
-//     the reactor, after the requests handed to it before, closes it).
-//   - On verbs the queue is an rdma_cm event channel read under the
-//     queue's lock; a request's cm_id moves to the fabric's queue at
-//     fi_ep_bind (rdma_migrate_id). An event for that id read in between
-//     would be dropped here as not the passive endpoint's; only an abort
-//     by the peer in those microseconds can cause one, and the accepted
-//     link's set-up deadline then ends it.
+//   - Each passive endpoint has an event queue of its own, read only here;
+//     endpoints keep the fabric's queue, read only on the reactor. The
+//     manager touches fabric objects only (passive endpoints, their
+//     queues), never an endpoint, completion queue or region.
+//   - A request's fi_info and handle reach the reactor through the ring,
+//     after the provider let go of them (tcpx_cm_recv_req takes the socket
+//     out of the queue's wait set before it writes FI_CONNREQ). The
+//     endpoint made from it is bound to the fabric's queue, so the
+//     close_lock that fi_close(ep) takes (tcpx_ep_halt) is that queue's,
+//     which only the reactor holds: the reactor never waits for this
+//     thread.
+//   - fi_reject runs on either thread, for different requests: it uses
+//     the request's handle only (tcpx_pep_reject, vrb_msg_ep_reject).
+//   - A passive endpoint is closed once both threads are done with it
+//     (acceptor.close), and its queue is never read after: the provider
+//     would finish a pending request through the freed endpoint
+//     (tcpx_cm_recv_req reads handle->pep).
+//   - On verbs a request's cm_id moves to the fabric's queue at fi_ep_bind
+//     (rdma_migrate_id); an event for it read here in between is dropped
+//     as not the passive endpoint's, and the link's set-up deadline ends
+//     it.
 type connManager struct {
 	r   *reactor.Reactor // its own loop, on its own locked thread; it never spins
 	eng *engine
