@@ -272,6 +272,11 @@ func (e *engine) fabricFor(info *ofi.Info) (*fabricRes, error) {
 		fab.Close()
 		return nil, err
 	}
+	if info.Provider() == "tcp" {
+		// Without it (no /proc), a hostile server can keep the reactor
+		// reading this queue until a dial times out (EQ.Settle).
+		eq.WatchSockets()
+	}
 	f := &fabricRes{e: e, key: key, fabric: fab, eq: eq, domains: map[string]*domainRes{}, refs: 1}
 	f.eqWait.Add(eq)
 	if err := e.r.Register(eq.FD(), reactorIn, (*eqHandler)(f)); err != nil {
@@ -336,14 +341,18 @@ const reactorIn = 0x1 // EPOLLIN
 // until fi_trywait succeeds, and a readable fd keeps the reactor awake.
 func (h *eqHandler) HandleEvents(uint32) {
 	f := (*fabricRes)(h)
+	got := false
 	for i := 0; i < 8 && !f.closed; i++ {
-		f.readEvents()
+		got = f.readEvents() || got
 		if f.closed || f.eq.Pending() {
 			return
 		}
 		if ok, err := f.fabric.TryWait(&f.eqWait); ok || err != nil {
 			break
 		}
+	}
+	if !got && !f.closed {
+		f.eq.Settle() // a wake-up with nothing to read
 	}
 }
 

@@ -294,3 +294,63 @@ func TestListenerClosedWithPendingRequests(t *testing.T) {
 	}
 	stillServes(t, other)
 }
+
+// A server that answers a Dial with a response header announcing data it
+// never sends, then closes: the dial fails as refused when the server
+// closes, not when it times out. At that end of file libfabric's tcp
+// provider can take the reactor's errno, left at EAGAIN by the traffic of
+// other connections, for "try again", and kept the reactor reading the
+// queue until the dial's own timeout.
+func TestDialHeaderOnlyServer(t *testing.T) {
+	c, s := pair(t)
+	go echoMessages(s)
+	stop := make(chan struct{})
+	pinging := make(chan struct{})
+	go func() {
+		defer close(pinging)
+		msg, buf := make([]byte, 64), make([]byte, 64)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Write(msg); err != nil {
+				return
+			}
+			if _, err := c.ReadMessage(buf); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-pinging
+	}()
+	for range 3 {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			conn, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			io.ReadFull(conn, make([]byte, 32+52))
+			conn.Write(tcpCMHeader(tcpCMConnResp, defaultHello(netio.LowLatency))[:32])
+			// Until the dialer has read the header and waits for the rest.
+			conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			conn.Read(make([]byte, 1))
+		}()
+		_, err = netio.Dial("tcp", tl.Addr().String(), netio.WithConnectTimeout(hangTimeout))
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("Dial to a server that closed mid-answer: %v; want ECONNREFUSED", err)
+		}
+		<-served
+		tl.Close()
+	}
+}
