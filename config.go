@@ -120,9 +120,9 @@ type Config struct {
 	// and the listener rejects a peer that sends one. Risk: any host
 	// that can reach the port then connects, and libfabric 1.17's tcp
 	// provider trusts what its peer sends, so a connected peer can crash
-	// the process with a forged header (see the README's security
-	// section). Set it only where every host that can reach the port is
-	// trusted, and on both sides. False (the default) means a key.
+	// the process with a forged header. Set it only where every host that
+	// can reach the port is trusted, and on both sides. False (the
+	// default) means a key.
 	Insecure bool
 	// keySource says where Key came from, for the errors of a failed
 	// admission; set with the key.
