@@ -9,12 +9,15 @@ import (
 	"github.com/netio-go/netio/ofi"
 )
 
-// acceptor is a passive endpoint that answers connection requests on the
-// reactor, for a Listener or a Publisher: it checks each request's hello
-// and rejects what its owner does not take, so that no endpoint or buffer
-// is made for a peer that will be turned away.
+// acceptor is a passive endpoint that answers connection requests, for a
+// Listener or a Publisher: the connection manager (connmgr.go) checks each
+// request's hello and key on its own thread and rejects what its owner
+// does not take, and the reactor applies the owner's limits to the rest,
+// so that no endpoint or buffer is made for a peer that will be turned
+// away.
 type acceptor struct {
 	eng     *engine
+	cm      *connManager
 	network string
 	addr    Addr
 	mode    Mode
@@ -27,11 +30,20 @@ type acceptor struct {
 	maxConns     int           // Config.MaxConns
 	setupTimeout time.Duration // Config.ConnectTimeout
 
+	// closed is set on the reactor by close; the manager reads it too.
+	closed atomic.Bool
+	// done is closed once the passive endpoint is closed and its port
+	// free (sealed).
+	done chan struct{}
+
+	// The queue is read by the manager's thread from start to close, and
+	// belongs to the reactor before and after; its Reject is called on
+	// the reactor in between, which the queue allows.
+	q     *ofi.ListenQueue
+	watch *listenWatch
+
 	// Reactor only.
-	token  uint64
-	fab    *fabricRes
-	pep    *ofi.PassiveEndpoint
-	closed bool
+	fab *fabricRes
 }
 
 // acceptStats count what an acceptor did with the requests it got; conns
@@ -39,9 +51,9 @@ type acceptor struct {
 // sweep of set-up deadlines (also on the reactor).
 type acceptStats struct {
 	accepted, rejectedFull, rejectedMemory, rejectedPeer atomic.Uint64
-	rejectedAuth                                         atomic.Uint64
+	rejectedAuth, incomplete                             atomic.Uint64
 	failed, timedOut, acceptPauses                       atomic.Uint64
-	conns                                                atomic.Int64
+	conns, pendingRequests                               atomic.Int64
 }
 
 // ListenerStats are the counters of a Listener's connection set-up since
@@ -72,6 +84,12 @@ type ListenerStats struct {
 	// peer is rejected then).
 	Failed   uint64
 	TimedOut uint64
+	// Incomplete counts connections that never completed a connection
+	// request: they sent nothing, or less than a request, within
+	// Config.ConnectTimeout, or more of them waited than Config.MaxConns
+	// (the oldest went), or their peer closed before it was done. The
+	// listener resets them (tcp).
+	Incomplete uint64
 	// AcceptPauses counts the times the listener stopped taking requests
 	// for a while (5 ms, doubling up to 1 s) because the process had no
 	// free file descriptor, instead of spinning on a listening socket it
@@ -82,19 +100,26 @@ type ListenerStats struct {
 	// for Accept, or accepted and not yet closed. Config.MaxConns bounds
 	// it.
 	Conns int
+	// PendingRequests is the number of connections the transport took
+	// whose connection request has not arrived whole yet (tcp): each
+	// holds a socket until its request completes, at most
+	// Config.ConnectTimeout, and at most Config.MaxConns of them wait.
+	PendingRequests int
 }
 
 func (s *acceptStats) snapshot() ListenerStats {
 	return ListenerStats{
-		Accepted:       s.accepted.Load(),
-		RejectedFull:   s.rejectedFull.Load(),
-		RejectedMemory: s.rejectedMemory.Load(),
-		RejectedPeer:   s.rejectedPeer.Load(),
-		RejectedAuth:   s.rejectedAuth.Load(),
-		Failed:         s.failed.Load(),
-		TimedOut:       s.timedOut.Load(),
-		AcceptPauses:   s.acceptPauses.Load(),
-		Conns:          int(s.conns.Load()),
+		Accepted:        s.accepted.Load(),
+		RejectedFull:    s.rejectedFull.Load(),
+		RejectedMemory:  s.rejectedMemory.Load(),
+		RejectedPeer:    s.rejectedPeer.Load(),
+		RejectedAuth:    s.rejectedAuth.Load(),
+		Incomplete:      s.incomplete.Load(),
+		Failed:          s.failed.Load(),
+		TimedOut:        s.timedOut.Load(),
+		AcceptPauses:    s.acceptPauses.Load(),
+		Conns:           int(s.conns.Load()),
+		PendingRequests: int(s.pendingRequests.Load()),
 	}
 }
 
@@ -144,12 +169,26 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if err != nil {
 		return nil, cfg, opErr(err)
 	}
-	ac := &acceptor{eng: eng, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
-		auth: admission{key: cfg.Key, seen: replays}}
+	cm, err := eng.connManager()
+	if err != nil {
+		eng.release()
+		return nil, cfg, opErr(err)
+	}
+	ac := &acceptor{eng: eng, cm: cm, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
+		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
 		startErr = err
+	}
+	if startErr == nil {
+		// From here on the manager reads the queue.
+		if err := cm.r.Call(func() { startErr = ac.watch.start() }); err != nil {
+			startErr = err
+		}
+		if startErr != nil {
+			eng.r.Call(ac.release)
+		}
 	}
 	if startErr != nil {
 		eng.release()
@@ -168,43 +207,17 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 			a.release()
 		}
 	}()
-	a.token = e.newToken(a)
-	if a.pep, err = a.fab.fabric.OpenPassiveEndpoint(info, a.token); err != nil {
+	if a.q, err = a.fab.fabric.OpenListenQueue(info, 256, 0); err != nil {
 		return err
 	}
-	if err = a.pep.Bind(a.fab.eq); err != nil {
-		return err
-	}
-	if err = a.pep.Listen(); err != nil {
-		return err
-	}
-	ap, err := a.pep.Addr()
+	a.q.Bound(a.setupTimeout, a.maxConns)
+	ap, err := a.q.Addr()
 	if err != nil {
 		return err
 	}
 	a.addr = Addr{Provider: a.network, AddrPort: ap}
+	a.watch = &listenWatch{m: a.cm, a: a, q: a.q}
 	return nil
-}
-
-// handleEvent takes connection requests.
-func (a *acceptor) handleEvent(ev *ofi.Event) {
-	if ev.Kind != ofi.EventConnReq {
-		return
-	}
-	req := ev.Info
-	h, reject := a.screen(ev.PrivateData())
-	if reject == nil {
-		reject = a.admit(req, h)
-	} else if !a.closed {
-		if string(reject) == rejectAuthMarker {
-			a.stats.rejectedAuth.Add(1)
-		} else {
-			a.stats.rejectedPeer.Add(1)
-		}
-	}
-	if reject != nil {
-		a.pep.Reject(req, reject)
-	}
 }
 
 // screen checks a connection request's private data, which anyone may
@@ -212,7 +225,7 @@ func (a *acceptor) handleEvent(ev *ofi.Event) {
 // its owner may admit. FuzzHello holds it to that.
 func (a *acceptor) screen(data []byte) (hello, []byte) {
 	h, err := parseHello(data)
-	if err != nil || a.closed {
+	if err != nil || a.closed.Load() {
 		return h, rejectData
 	}
 	// The key first, before anything else about the peer is looked at,
@@ -266,7 +279,7 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 		eng.release()
 		// Not accepted, so req's handle is still ours: the peer hears
 		// why, unless the endpoint had already taken its socket.
-		a.pep.Reject(req, rejectLimitData)
+		a.q.Reject(req, rejectLimitData)
 		if errors.Is(err, ErrMemoryLimit) {
 			a.stats.rejectedMemory.Add(1)
 		} else {
@@ -296,17 +309,29 @@ func (a *acceptor) setupFailed(l *link) {
 // MaxConns. On the reactor.
 func (a *acceptor) released() { a.stats.conns.Add(-1) }
 
-// close stops taking requests; on the reactor.
+// close stops taking requests; on the reactor. The manager stops reading
+// the queue and hands it back (listenWatch.stop), and the reactor closes it
+// behind the requests handed over before (sealed), which closes done. The
+// acceptor holds an engine reference until then.
 func (a *acceptor) close() {
-	a.closed = true
+	a.closed.Store(true)
+	a.eng.ref()
+	// The manager outlives the engine's last reference, which is held.
+	a.cm.r.SubmitFunc(a.watch.stop)
+}
+
+// sealed closes the passive endpoint and its queue once the manager has
+// stopped reading it; on the reactor.
+func (a *acceptor) sealed() {
 	a.release()
+	close(a.done)
+	a.eng.release()
 }
 
 func (a *acceptor) release() {
-	delete(a.eng.targets, a.token)
-	if a.pep != nil {
-		a.pep.Close()
-		a.pep = nil
+	if a.q != nil {
+		a.q.Close()
+		a.q = nil
 	}
 	if a.fab != nil {
 		a.fab.release()

@@ -138,28 +138,46 @@ func sealAccept(key []byte, h hello, reqAuth [authTrailer]byte) []byte {
 	return append(data, mac[:]...)
 }
 
+// authError is a dial's failed admission: the listener turned this side
+// away, or could not prove it holds the key. It wraps ErrRejected.
+type authError struct {
+	reason string
+	// source says where this side's key came from; the dial sets it.
+	source keySource
+}
+
+func (e *authError) Error() string {
+	s := ErrRejected.Error() + ": authentication failed: " + e.reason
+	if e.source != "" {
+		s += " (this side's key: " + string(e.source) + ")"
+	}
+	return s
+}
+
+func (e *authError) Unwrap() error { return ErrRejected }
+
 // errAuth is the dialer's error for a request the listener turned away
 // at admission.
 func errAuth(key []byte) error {
 	if len(key) == 0 {
-		return fmt.Errorf("%w: authentication failed: the listener requires a key (Config.Key)", ErrRejected)
+		return &authError{reason: "the listener requires a key and this side has none: drop Insecure here, or set it on the listener too"}
 	}
-	return fmt.Errorf("%w: authentication failed: the listener does not take this key (a different key or none, or clocks more than %v apart)", ErrRejected, authWindow)
+	return &authError{reason: fmt.Sprintf("the listener does not take this side's key: the keys differ (give both sides the same key file), or the listener has no key (Insecure), or the clocks are more than %v apart", authWindow)}
 }
 
 // openAccept checks, with a key, the listener's proof in the accept data,
 // for the request whose trailer was reqAuth. Without a key there is
-// nothing to check: a keyless dialer trusts whoever answers, as before.
+// nothing to check: an insecure dialer trusts whoever answers.
 func openAccept(key, data []byte, reqAuth [authTrailer]byte) error {
 	if len(key) == 0 {
 		return nil
 	}
 	if len(data) < authAccSize || data[7]&flagKeyed == 0 {
-		return fmt.Errorf("%w: authentication failed: the listener did not prove it holds the key", ErrRejected)
+		return &authError{reason: "the listener did not prove it holds the key"}
 	}
 	want := authMAC(key, labelAccept, data[:helloSize], reqAuth[:])
 	if !hmac.Equal(want[:], data[helloSize:authAccSize]) {
-		return fmt.Errorf("%w: authentication failed: the listener's proof of the key is wrong", ErrRejected)
+		return &authError{reason: "the listener's proof of the key is wrong: it holds another key"}
 	}
 	return nil
 }

@@ -117,18 +117,40 @@ type Config struct {
 	// Events channel holds; events that find it full are dropped and
 	// counted, never waited for. Zero means DefaultEventBuffer.
 	EventBuffer int
-	// Key, when set, is a pre-shared key of 16 to 64 bytes that admits a
-	// connection: a Listener or Publisher with a key takes only peers
-	// that prove they hold the same key, and turns every other away
-	// before it posts any buffer for them; a Dial or Subscribe with a key
-	// connects only to a listener that proves it holds it. A peer that
-	// fails is rejected with an error wrapping ErrRejected. Connection
-	// requests carry a timestamp and are refused more than 30 s from
-	// the listener's clock, or when replayed. The key authenticates
-	// connection set-up only: the data that follows is neither encrypted
-	// nor authenticated. Nil (the default) means no key, and such a
-	// listener rejects a peer that sends one.
+	// Key is the pre-shared key of 16 to 64 bytes that admits a
+	// connection: a Listener or Publisher takes only peers that prove they
+	// hold the same key, and turns every other away before it posts any
+	// buffer for them, before libfabric reads a byte of their data; a Dial
+	// or Subscribe connects only to a listener that proves it holds it. A
+	// peer that fails is rejected with an error wrapping ErrRejected.
+	// Connection requests carry a timestamp and are refused more than
+	// 30 s from the listener's clock, or when replayed. The key
+	// authenticates connection set-up only: the data that follows is
+	// neither encrypted nor authenticated, and a peer that holds the key
+	// is trusted. Nil (the default) means the key in KeyFile.
 	Key []byte
+	// KeyFile names the file that holds the key when Key is nil: the
+	// file's content, less a text file's line end, readable by its owner
+	// only (see ReadKeyFile). Empty (the default) means the file named by
+	// $NETIO_KEY_FILE, or, when that is unset, DefaultKeyFile, a per-user
+	// file that netio makes with a new random key on first use: the
+	// processes of one user on one host, or on hosts that share the home
+	// directory, then admit each other and nobody else with no
+	// configuration. Other hosts need a copy of the file. Listen, Dial,
+	// ListenPublisher and Subscribe fail with an error wrapping ErrNoKey,
+	// naming the file and what to do, when they can read or make none.
+	KeyFile string
+	// Insecure turns admission off: no key is read, sent or asked for,
+	// and the listener rejects a peer that sends one. Risk: any host
+	// that can reach the port then connects, and libfabric 1.17's tcp
+	// provider trusts what its peer sends, so a connected peer can crash
+	// the process with a forged header. Set it only where every host that
+	// can reach the port is trusted, and on both sides. False (the
+	// default) means a key.
+	Insecure bool
+	// keySource says where Key came from, for the errors of a failed
+	// admission; set with the key.
+	keySource keySource
 	// HeartbeatTimeout is how long a connection waits without hearing
 	// anything from its peer before it ends with ErrPeerTimeout: a peer
 	// that stopped or hung, or whose network was cut, which the transport
@@ -445,7 +467,7 @@ func WithPollFor(d time.Duration) Option {
 }
 
 // buildConfig applies the options, fills in the defaults and checks the
-// result.
+// result. The key is not read here (resolveKey).
 func buildConfig(opts []Option) (Config, error) {
 	var c Config
 	for _, o := range opts {
@@ -455,6 +477,34 @@ func buildConfig(opts []Option) (Config, error) {
 	}
 	c.setDefaults()
 	return c, c.validate()
+}
+
+// WithKeyFile sets Config.KeyFile.
+func WithKeyFile(path string) Option {
+	return func(c *Config) error {
+		c.KeyFile = path
+		if path == "" {
+			return invalid("empty key file name")
+		}
+		return nil
+	}
+}
+
+// WithInsecure sets Config.Insecure: no key, and any peer that reaches
+// the port connects. See Config.Insecure for the risk.
+func WithInsecure() Option {
+	return func(c *Config) error { c.Insecure = true; return nil }
+}
+
+// checkKeyChoice checks that a Config asks for one key at most.
+func checkKeyChoice(c *Config) error {
+	switch {
+	case c.Insecure && (len(c.Key) > 0 || c.KeyFile != ""):
+		return invalid("Insecure with a key: choose one")
+	case len(c.Key) > 0 && c.KeyFile != "":
+		return invalid("both Key and KeyFile: choose one")
+	}
+	return nil
 }
 
 // setDefaults gives every zero field its default.
@@ -509,6 +559,7 @@ func (c *Config) validate() error {
 		checkPositive("subscription buffer", int64(c.SubscriptionBuffer)),
 		c.checkPubSub(),
 		checkKey(c.Key),
+		checkKeyChoice(c),
 		checkHeartbeat(c.HeartbeatInterval, c.HeartbeatTimeout),
 	} {
 		if err != nil {

@@ -156,7 +156,11 @@ func Dial(network, address string, opts ...Option) (*Conn, error) {
 
 // DialContext connects to address, a host:port, over the provider named by
 // network. Connection set-up is bounded by ctx and by
-// Config.ConnectTimeout, whichever ends first.
+// Config.ConnectTimeout, whichever ends first. The listener must prove it
+// holds this side's key, by default the user's key file (Config.KeyFile),
+// before anything it sends is read; a listener that does not, or that
+// turns this side away, fails the dial with an error wrapping ErrRejected
+// that says where this side's key came from.
 func DialContext(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
 	a, err := parseArgs("dial", network, address, "127.0.0.1", opts)
 	if err != nil {
@@ -214,6 +218,10 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 	case err := <-l.connected:
 		if err != nil {
 			l.closeAndWait()
+			var ae *authError
+			if errors.As(err, &ae) {
+				ae.source = a.cfg.keySource
+			}
 			return nil, a.opError(err)
 		}
 		return l, nil

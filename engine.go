@@ -39,9 +39,10 @@ type engine struct {
 	setupTimer *reactor.Timer
 	setupNext  time.Time // when setupTimer fires; zero if stopped
 
-	paused     []*fabricRes // fabrics whose event queue waits out a lack of descriptors (eqpause.go)
-	pauseTimer *reactor.Timer
-	pauseFor   time.Duration // the current pause; doubles while it lasts
+	// cm reads the listeners' connection requests on a thread of its
+	// own (connmgr.go); made with the first listener, guarded by
+	// engines.mu until then.
+	cm *connManager
 
 	// Heartbeats (heartbeat.go): the links to scan and the timer.
 	beating    []*link
@@ -161,10 +162,7 @@ func acquireEngine() (*engine, error) {
 			if e.setupTimer, err = r.NewTimer(e.sweepSetups); err != nil {
 				return
 			}
-			if e.beat, err = r.NewTimer(e.onBeat); err != nil {
-				return
-			}
-			e.pauseTimer, err = r.NewTimer(e.resumeEvents)
+			e.beat, err = r.NewTimer(e.onBeat)
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -173,6 +171,22 @@ func acquireEngine() (*engine, error) {
 	}
 	engines.e.refs++
 	return engines.e, nil
+}
+
+// connManager returns the engine's connection manager, starting it on
+// first use: a process that only dials needs none. Any goroutine but the
+// reactor.
+func (e *engine) connManager() (*connManager, error) {
+	engines.mu.Lock()
+	defer engines.mu.Unlock()
+	if e.cm == nil {
+		cm, err := newConnManager(e)
+		if err != nil {
+			return nil, err
+		}
+		e.cm = cm
+	}
+	return e.cm, nil
 }
 
 // ref adds a reference to an engine already held by the caller.
@@ -201,12 +215,16 @@ func (e *engine) release() {
 			e.idleTick.Close()
 			e.setupTimer.Close()
 			e.beat.Close()
-			e.pauseTimer.Close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
 		})
 		e.r.Close()
+		if e.cm != nil {
+			// Every listener has handed its queue back (acceptor.sealed)
+			// before it let go of the engine.
+			e.cm.close()
+		}
 	}()
 }
 
@@ -254,6 +272,11 @@ func (e *engine) fabricFor(info *ofi.Info) (*fabricRes, error) {
 		fab.Close()
 		return nil, err
 	}
+	if info.Provider() == "tcp" {
+		// Without it (no /proc), a hostile server can keep the reactor
+		// reading this queue until a dial times out (EQ.Settle).
+		eq.WatchSockets()
+	}
 	f := &fabricRes{e: e, key: key, fabric: fab, eq: eq, domains: map[string]*domainRes{}, refs: 1}
 	f.eqWait.Add(eq)
 	if err := e.r.Register(eq.FD(), reactorIn, (*eqHandler)(f)); err != nil {
@@ -275,7 +298,6 @@ func (f *fabricRes) release() {
 
 func (f *fabricRes) close() {
 	f.closed = true
-	f.e.unpause(f)
 	f.e.r.Unregister(f.eq.FD())
 	for _, d := range f.domains {
 		d.domain.Close()
@@ -308,7 +330,9 @@ func (d *domainRes) release() {
 	d.domain.Close()
 }
 
-// eqHandler reads a fabric's event queue when its fd fires.
+// eqHandler reads a fabric's event queue when its fd fires: the events of
+// the fabric's endpoints. Listeners' requests come on queues of their own,
+// read by the connection manager (connmgr.go).
 type eqHandler fabricRes
 
 const reactorIn = 0x1 // EPOLLIN
@@ -327,8 +351,8 @@ func (h *eqHandler) HandleEvents(uint32) {
 			break
 		}
 	}
-	if !f.closed {
-		f.e.afterEvents(f, got)
+	if !got && !f.closed {
+		f.eq.Settle() // a wake-up with nothing to read
 	}
 }
 
@@ -348,11 +372,6 @@ func (f *fabricRes) readEvents() (got bool) {
 		}
 		t := f.e.targets[f.ev.Context]
 		if t == nil {
-			// A request for a listener that is gone must still be
-			// answered, or the peer never hears back.
-			if f.ev.Kind == ofi.EventConnReq {
-				f.ev.Info.Free()
-			}
 			continue
 		}
 		t.handleEvent(&f.ev)

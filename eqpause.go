@@ -9,65 +9,61 @@ import (
 )
 
 // A process out of file descriptors cannot accept: libfabric's tcp
-// provider calls accept(2) whenever its event queue is read, gets EMFILE,
-// and leaves the connection in the listening socket, which stays readable,
-// so the event queue's descriptor stays readable too and the reactor woke
-// for it without end (1,100 idle sockets against a process limited to
-// 1,024 descriptors held it at 87% CPU, and every other connection's
-// events waited behind it). libfabric does not report the failure, so the
-// engine looks for it where it shows: a wake-up of the event queue with
-// nothing to read. Then it checks whether a descriptor can be had and, if
-// not, stops watching the queue for a while, 5 ms doubling up to 1 s, the
-// way Go's net/http accept loop backs off on EMFILE. Requests wait in the
-// kernel's backlog meanwhile, and are taken once descriptors are free. The
-// queue is the fabric's: the connection events of the process's other
-// endpoints on it wait too, at most a pause, which is little next to a
-// process that cannot open a descriptor.
+// provider calls accept(2) whenever a listener's event queue is read, gets
+// EMFILE, and leaves the connection in the listening socket, which stays
+// readable, so the queue's descriptor stays readable too and the thread
+// reading it woke for it without end (1,100 idle sockets against a process
+// limited to 1,024 descriptors held it at 87% CPU). libfabric does not
+// report the failure, so the connection manager looks for it where it
+// shows: a wake-up of a queue with nothing to read. Then it checks whether
+// a descriptor can be had and, if not, stops watching the queue for a
+// while, 5 ms doubling up to 1 s, the way Go's net/http accept loop backs
+// off on EMFILE. Requests wait in the kernel's backlog meanwhile, and are
+// taken once descriptors are free.
 
 const (
 	pauseFirst = 5 * time.Millisecond
 	pauseMax   = time.Second
 )
 
-// afterEvents is called after each wake-up of f's event queue; got is
-// whether it had events.
-func (e *engine) afterEvents(f *fabricRes, got bool) {
+// afterEvents is called after each wake-up of w's queue; got is whether it
+// had events. On the manager's thread.
+func (m *connManager) afterEvents(w *listenWatch, got bool) {
 	if got {
-		e.pauseFor = 0
+		m.pauseFor = 0
 		return
 	}
-	if !outOfFiles(f.eq.FD()) {
-		e.pauseFor = 0 // a partial message, as happens
+	if !outOfFiles(w.q.FD()) {
+		m.pauseFor = 0 // a partial request, as happens
 		return
 	}
-	e.pauseFor = min(max(2*e.pauseFor, pauseFirst), pauseMax)
-	if !slices.Contains(e.paused, f) {
-		e.paused = append(e.paused, f)
-		e.r.Modify(f.eq.FD(), 0)
-		for _, t := range e.targets {
-			if a, ok := t.(*acceptor); ok && a.fab == f {
-				a.stats.acceptPauses.Add(1)
-			}
-		}
+	m.pauseFor = min(max(2*m.pauseFor, pauseFirst), pauseMax)
+	if !w.paused {
+		w.paused = true
+		m.paused = append(m.paused, w)
+		m.r.Modify(w.q.FD(), 0)
+		w.a.stats.acceptPauses.Add(1)
 	}
-	e.pauseTimer.StartOnce(e.pauseFor)
+	m.pauseTimer.StartOnce(m.pauseFor)
 }
 
-// resumeEvents watches the paused event queues again. If descriptors are
-// still short, the next empty wake-up pauses them for twice as long.
-func (e *engine) resumeEvents() {
-	for _, f := range e.paused {
-		e.r.Modify(f.eq.FD(), reactorIn)
+// resumeEvents watches the paused queues again. If descriptors are still
+// short, the next empty wake-up pauses them for twice as long.
+func (m *connManager) resumeEvents() {
+	for _, w := range m.paused {
+		w.paused = false
+		m.r.Modify(w.q.FD(), reactorIn)
 	}
-	clear(e.paused)
-	e.paused = e.paused[:0]
+	clear(m.paused)
+	m.paused = m.paused[:0]
 }
 
-// unpause forgets f, which is closing.
-func (e *engine) unpause(f *fabricRes) {
-	if i := slices.Index(e.paused, f); i >= 0 {
-		e.paused = slices.Delete(e.paused, i, i+1)
+// unpause forgets w, which stops.
+func (m *connManager) unpause(w *listenWatch) {
+	if i := slices.Index(m.paused, w); i >= 0 {
+		m.paused = slices.Delete(m.paused, i, i+1)
 	}
+	w.paused = false
 }
 
 // outOfFiles reports whether the process can open no file descriptor, by

@@ -25,7 +25,13 @@ var screens = []*acceptor{
 	{mode: LowLatency, role: roleConn},
 	{mode: HighThroughput, role: roleConn},
 	{mode: LowLatency, anyMode: true, role: roleSubscriber},
-	{mode: HighThroughput, role: roleConn, closed: true},
+	closedAcceptor(),
+}
+
+func closedAcceptor() *acceptor {
+	a := &acceptor{mode: HighThroughput, role: roleConn}
+	a.closed.Store(true)
+	return a
 }
 
 // checkHello checks b against parseHello's and screen's contracts and
@@ -69,7 +75,7 @@ func checkHello(t *testing.T, b []byte) error {
 	for _, a := range screens {
 		got, reject := a.screen(b)
 		switch {
-		case reject == nil && (err != nil || a.closed):
+		case reject == nil && (err != nil || a.closed.Load()):
 			t.Fatalf("acceptor %+v let through %x (parseHello: %v)", a, b, err)
 		case reject == nil && got.mode != a.mode && !a.anyMode:
 			t.Fatalf("acceptor in %v mode let through a %v hello", a.mode, got.mode)
@@ -78,7 +84,7 @@ func checkHello(t *testing.T, b []byte) error {
 		case reject == nil && !sameHello(got, h):
 			t.Fatalf("acceptor let through %+v, parseHello says %+v", got, h)
 		case reject == nil:
-		case err != nil || a.closed:
+		case err != nil || a.closed.Load():
 			if string(reject) != rejectMarker {
 				t.Fatalf("acceptor %+v rejected %x with %q, want %q", a, b, reject, rejectMarker)
 			}

@@ -50,18 +50,19 @@ const tcpOpTagged = 1
 // defaultHello is netio's handshake for mode m with the LowLatency sizes.
 func defaultHello(m netio.Mode) []byte { return modeHello(m, 16, 256<<10, 64<<20) }
 
-// rawTCPRequest connects to addr as a plain TCP client, sends a valid
-// connection request and waits for the listener's answer.
+// rawTCPRequest connects to addr as a plain TCP client that holds the
+// default key, sends a valid connection request and waits for the
+// listener's answer.
 func rawTCPRequest(t *testing.T, addr string, m netio.Mode) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, defaultHello(m))); err != nil {
+	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, netio.SealedRequest(defaultHello(m)))); err != nil {
 		t.Fatal(err)
 	}
-	resp := make([]byte, 32+24)
+	resp := make([]byte, 32+netio.AcceptSize)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(c, resp); err != nil {
 		t.Fatalf("reading the listener's answer: %v", err)
@@ -150,8 +151,9 @@ func TestLargeTaggedMessageAtListener(t *testing.T) {
 	stillServes(t, ln)
 }
 
-// A hostile server answers netio's Dial with a valid response and then a
-// tagged header: the dialing process survives, that connection fails.
+// A hostile server that holds the key answers netio's Dial with a valid
+// response and then a tagged header: the dialing process survives, that
+// connection fails.
 func TestTaggedHeaderAtDialer(t *testing.T) {
 	for _, m := range modes() {
 		t.Run(m.String(), func(t *testing.T) {
@@ -168,12 +170,12 @@ func TestTaggedHeaderAtDialer(t *testing.T) {
 					return
 				}
 				defer c.Close()
-				req := make([]byte, 32+24)
+				req := make([]byte, 32+52)
 				if _, err := io.ReadFull(c, req); err != nil {
 					served <- err
 					return
 				}
-				c.Write(tcpCMHeader(tcpCMConnResp, defaultHello(m)))
+				c.Write(tcpCMHeader(tcpCMConnResp, netio.SealedAccept(defaultHello(m), req[32:])))
 				c.Write(tcpDataHeader(tcpOpTagged, 0, 16))
 				// Hold the socket until the dialer has failed.
 				c.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -324,10 +324,10 @@ func (h *hostileBench) round(t *testing.T, rng *rand.Rand) {
 
 // requestWithoutItsData connects to addr and sends a connection request's
 // header, announcing a hello that never comes; it holds the socket open.
-// libfabric's tcp provider reads the hello with a blocking recv on the
-// thread that reads the listener's event queue, netio's reactor, which
-// this held, and every connection of the process with it, until the
-// socket closed (ofi/cmguard.go).
+// libfabric's tcp provider reads the hello with a blocking recv inside the
+// call that reads the listener's event queue; when netio's reactor made
+// that call, this held every connection of the process (connmgr.go,
+// ofi/requests.go).
 func requestWithoutItsData(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -607,7 +607,7 @@ func dialTCPHostile(t *testing.T, addr string, hello []byte) (*tcpHostile, bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, hello)); err != nil {
+	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, netio.SealedRequest(hello))); err != nil {
 		c.Close()
 		t.Fatal(err)
 	}

@@ -214,10 +214,10 @@ func TestDialSetupErrors(t *testing.T) {
 	for name, serve := range map[string]func(net.Conn){
 		"closed at once": func(net.Conn) {},
 		"closed after the request": func(c net.Conn) {
-			io.ReadFull(c, make([]byte, 32+24))
+			io.ReadFull(c, make([]byte, 32+52))
 		},
 		"answered with garbage": func(c net.Conn) {
-			io.ReadFull(c, make([]byte, 32+24))
+			io.ReadFull(c, make([]byte, 32+52))
 			junk := make([]byte, 32+24)
 			junk[0] = 9 // not the CM protocol's version
 			c.Write(junk)

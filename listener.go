@@ -25,7 +25,11 @@ type Listener struct {
 
 // Listen listens on address (host:port; port 0 picks a free one) over the
 // provider named by network ("" picks DefaultNetwork or $NETIO_PROVIDER).
-// The options apply to every accepted connection.
+// The options apply to every accepted connection. It admits only peers
+// that prove they hold its key, by default the user's key file
+// (Config.KeyFile), and rejects every other before libfabric reads
+// anything else from it: libfabric's tcp provider trusts what an admitted
+// peer sends (see Config.Insecure).
 func Listen(network, address string, opts ...Option) (*Listener, error) {
 	return listenConns(context.Background(), network, address, opts)
 }
@@ -73,7 +77,7 @@ func (l *Listener) admit(req *ofi.Info, h hello) []byte {
 func (l *Listener) onConnected(c *Conn) {
 	l.pending--
 	c.listener = nil
-	if l.ac.closed {
+	if l.ac.closed.Load() {
 		l.ac.setupFailed(c.link)
 		c.link.finishClose()
 		return
@@ -146,6 +150,7 @@ func (l *Listener) Close() error {
 		return l.opError("close", net.ErrClosed)
 	}
 	l.eng.r.Call(l.ac.close)
+	<-l.ac.done // the port is free
 	// Close them all, then wait once: a peer that does not read costs one
 	// Linger in all, not one each.
 	var waits []<-chan struct{}

@@ -47,10 +47,20 @@
 // subscription carries on; its Events channel says what happened.
 // Publisher.Shutdown ends a publisher without silent loss.
 //
+// Every Listen, Dial, ListenPublisher and Subscribe requires a pre-shared
+// key, by default the user's key file ($NETIO_KEY_FILE, or DefaultKeyFile,
+// made with a random key on first use): processes of one user on one host
+// connect with no configuration, other hosts need a copy of the file, and
+// a peer without the key is turned away before libfabric reads anything it
+// sends. Config.Insecure turns this off, at the risk it documents. The key
+// authenticates connection set-up only: data is not encrypted.
+//
 // Internally every connection of a process is driven by one reactor: a
 // goroutine locked to its OS thread that alone touches libfabric, woken
 // through an eventfd doorbell only when it is about to sleep (see package
-// reactor). Other goroutines hand it work through lock-free rings: the fast
+// reactor); connection requests are read on a second thread, so that
+// nothing a peer does before it is admitted holds the first. Other
+// goroutines hand it work through lock-free rings: the fast
 // path shares no lock with the reactor and makes no system call of its own
 // per message (waking a reader that has parked costs one eventfd write).
 // User code never runs on the reactor unless Config.OnMessage asks for it.
@@ -227,6 +237,9 @@ func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, 
 	if a.cfg, err = buildConfig(opts); err != nil {
 		return nil, a.opError(err)
 	}
+	if err = a.cfg.resolveKey(); err != nil {
+		return nil, a.opError(err)
+	}
 	if a.host, a.port, err = net.SplitHostPort(address); err != nil {
 		return nil, a.opError(err)
 	}
@@ -263,7 +276,9 @@ var (
 	// connection: its backlog was full, it holds Config.MaxConns
 	// connections, it could not afford the connection's memory or
 	// descriptors, it uses the other Mode, or it is closing. Dial and
-	// Subscribe return it too when admission failed (Config.Key).
+	// Subscribe return it too when admission failed: the two sides' keys
+	// differ, or one side has none (Config.Key, Config.KeyFile,
+	// Config.Insecure); the error says where this side's key came from.
 	ErrRejected = errors.New("netio: connection rejected")
 	// ErrMemoryLimit is returned by Dial, and counted by a Listener, when
 	// a connection's registered buffers would take the process past

@@ -188,7 +188,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	f := publishing{taggedPages(m == LowLatency)}
 	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: f,
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: bufferFor(f, c.BufferSize),
-		maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(&c)}
+		maxMessage: c.MaxMessageSize, linger: c.Linger, key: p.cfg.Key, beat: beatConfigOf(&c)}
 }
 
 // publishing is the framing of a link to a subscriber: tagged pages go

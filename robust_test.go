@@ -95,8 +95,9 @@ type rawPeer struct {
 }
 
 // dialRaw connects a bare endpoint to addr with hello as private data,
-// after posting rawWindow receive buffers of rawBufSize bytes. It returns
-// the error event when the connection is refused.
+// sealed with the default key (a peer that holds the key), after posting
+// rawWindow receive buffers of rawBufSize bytes. It returns the error
+// event when the connection is refused.
 func dialRaw(t testing.TB, addr string, hello []byte) (p *rawPeer, err error) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
@@ -145,7 +146,7 @@ func dialRaw(t testing.TB, addr string, hello []byte) (p *rawPeer, err error) {
 	}
 	_, err = p.ep.PostRecv(p.rx, segs)
 	must(err)
-	must(p.ep.Connect(info, hello))
+	must(p.ep.Connect(info, netio.SealedRequest(hello)))
 	deadline := time.Now().Add(hangTimeout)
 	var ev ofi.Event
 	for {
@@ -1552,7 +1553,8 @@ func listenRaw(t testing.TB, accept []byte) *rawListener {
 				err = s.ep.Enable()
 			}
 			if err == nil {
-				err = s.ep.Accept(accept)
+				// A listener that holds the key proves it.
+				err = s.ep.Accept(netio.SealedAccept(accept, ev.PrivateData()))
 			}
 			req.Free()
 			sides = append(sides, s) // closed at stop
@@ -1562,21 +1564,23 @@ func listenRaw(t testing.TB, accept []byte) *rawListener {
 	return l
 }
 
-// TestBadListenerHandshake: a peer that accepts our connection request
-// with something other than a netio handshake makes Dial fail with
-// ErrProtocol, promptly, and leaks nothing.
+// TestBadListenerHandshake: a peer that holds the key and accepts our
+// connection request with something other than a netio handshake makes
+// Dial fail with ErrProtocol, promptly, and leaks nothing. An answer too
+// short to carry the proof of the key fails admission (ErrRejected).
 func TestBadListenerHandshake(t *testing.T) {
 	valid := helloBytes(netio.ProtocolLevel, rawWindow, rawBufSize, 1<<20)
 	cases := []struct {
 		name   string
 		accept []byte
+		want   error
 	}{
-		{"wrong magic", append([]byte("XTIO"), valid[4:]...)},
-		{"none", nil},
-		{"short", valid[:12]},
-		{"wrong version", helloBytes(9, rawWindow, rawBufSize, 1<<20)},
-		{"window too small", helloBytes(netio.ProtocolLevel, 1, rawBufSize, 1<<20)},
-		{"buffer too small", helloBytes(netio.ProtocolLevel, rawWindow, 100, 1<<20)},
+		{"wrong magic", append([]byte("XTIO"), valid[4:]...), netio.ErrProtocol},
+		{"none", nil, netio.ErrRejected},
+		{"short", valid[:12], netio.ErrRejected},
+		{"wrong version", helloBytes(9, rawWindow, rawBufSize, 1<<20), netio.ErrProtocol},
+		{"window too small", helloBytes(netio.ProtocolLevel, 1, rawBufSize, 1<<20), netio.ErrProtocol},
+		{"buffer too small", helloBytes(netio.ProtocolLevel, rawWindow, 100, 1<<20), netio.ErrProtocol},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1585,7 +1589,7 @@ func TestBadListenerHandshake(t *testing.T) {
 			c, err := netio.Dial("tcp", l.addr, netio.WithConnectTimeout(hangTimeout))
 			if c != nil {
 				c.Close()
-				t.Fatalf("Dial to a peer that answered with %q succeeded; want ErrProtocol", tc.accept)
+				t.Fatalf("Dial to a peer that answered with %q succeeded; want %v", tc.accept, tc.want)
 			}
 			select {
 			case req := <-l.reqs:
@@ -1596,8 +1600,8 @@ func TestBadListenerHandshake(t *testing.T) {
 				t.Errorf("the raw listener saw no connection request")
 			}
 			checkDialError(t, err, time.Since(start))
-			if !errors.Is(err, netio.ErrProtocol) {
-				t.Fatalf("Dial to a peer that answered with a bad handshake: %v; want errors.Is(err, netio.ErrProtocol)", err)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Dial to a peer that answered with a bad handshake: %v; want errors.Is(err, %v)", err, tc.want)
 			}
 		})
 	}

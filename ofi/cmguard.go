@@ -11,14 +11,15 @@ import (
 )
 
 // The CM guard bounds how long libfabric's tcp provider can hold the
-// thread that reads a passive endpoint's event queue (netio's reactor)
-// on one connection request. The provider accepts a request's socket
+// thread that reads a passive endpoint's event queue on one connection
+// request, where the request watch (requests.go) has not made the socket
+// non-blocking yet: a connection that completed between its look and the
+// provider's accept. The provider accepts a request's socket
 // with accept(), which leaves it blocking, waits for it to be readable,
 // and then reads the 32-byte request header and the private data the
 // header announces with one blocking recv() each (tcpx_conn_mgr.c,
 // rx_cm_data, inside fi_eq_read). A client that sends the header and
-// then nothing held that second recv, and with it every connection of
-// the process, until it closed its socket.
+// then nothing held that second recv until it closed its socket.
 //
 // Sockets inherit SO_RCVTIMEO from the listening socket they are
 // accepted from, so the guard sets it there: the second recv gives up
@@ -34,8 +35,9 @@ import (
 // endpoint's address.
 
 // cmReadTimeout bounds one blocking read of a connection request: the
-// longest a client that stops after a header can hold the reactor (the
-// kernel rounds it up to its clock tick).
+// longest a client that stops after a header can hold the thread that
+// reads the queue, when the request watch missed its socket (the kernel
+// rounds it up to its clock tick).
 const cmReadTimeout = 20 * time.Millisecond
 
 // guardCM sets the receive timeout on p's listening socket.

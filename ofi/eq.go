@@ -6,7 +6,10 @@ package ofi
 import "C"
 
 import (
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // EventKind says what an event-queue entry reports.
@@ -74,6 +77,7 @@ type EQ struct {
 	fd      int
 	tokens  map[uintptr]uint64 // bound endpoints' fids and tokens
 	backlog []Event            // events read ahead by purge
+	sockets *requestWatch      // the sockets in the wait set (WatchSockets), or nil
 }
 
 // OpenEQ opens an event queue of the given depth on f.
@@ -217,12 +221,46 @@ func (q *EQ) purge(fid uintptr) {
 // they do not show on the wait fd.
 func (q *EQ) Pending() bool { return len(q.backlog) > 0 }
 
+// WatchSockets lets Settle find the sockets of the tcp provider's
+// connecting endpoints in the queue's wait set. Call it before any
+// endpoint is bound.
+func (q *EQ) WatchSockets() error {
+	w, err := newRequestWatch(q.fd)
+	if err != nil {
+		return err
+	}
+	q.sockets = w
+	return nil
+}
+
+// Settle aborts the connections of the queue's connecting endpoints
+// whose peer closed, when the wait fd stayed readable after a round of
+// reads with nothing to read. At end of file during the connection
+// handshake the tcp provider can take the thread's stale errno for "try
+// again" and keep the socket, readable for ever (see requests.go), and the
+// thread that reads the queue would spin until the connection's own
+// timeout; aborted, the socket's next read fails, and the provider ends
+// that connection with an error event.
+func (q *EQ) Settle() {
+	if q.sockets == nil {
+		return
+	}
+	p := []unix.PollFd{{Fd: int32(q.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+		q.sockets.track(time.Now())
+	}
+}
+
 // Close closes the queue; the endpoints bound to it must be closed first.
 func (q *EQ) Close() error {
 	if q.c == nil {
 		return nil
 	}
 	err := check("fi_close(eq)", C.netio_close(&q.c.fid))
+	if q.sockets != nil {
+		q.sockets.close()
+		q.sockets = nil
+	}
 	C.free(q.buf)
 	q.c, q.buf = nil, nil
 	return err

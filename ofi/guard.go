@@ -33,7 +33,7 @@ import (
 // list (tcpx_handle_ack, also assert-only) and crash. No receive or send
 // netio could post makes that list non-empty, so only admission keeps such
 // a peer out: netio's connection key, checked before the provider reads a
-// single data byte of the connection.
+// single data byte of the connection, and required by default.
 
 // TrapToken is the token of the guard's trap: a completion (or completion
 // error) carrying it means the peer sent a tagged message, which netio

@@ -18,23 +18,6 @@ func writeKey(t *testing.T, content string) string {
 	return path
 }
 
-func TestTrimTextNewline(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"0123456789abcdef0123456789abcdef\n", "0123456789abcdef0123456789abcdef"},
-		{"0123456789abcdef0123456789abcdef\r\n", "0123456789abcdef0123456789abcdef"},
-		{"0123456789abcdef", "0123456789abcdef"},
-		// Binary keys are kept whole, a final newline byte included.
-		{"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\n", "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\n"},
-		{"\xff\xfe0123456789abcde\n", "\xff\xfe0123456789abcde\n"},
-		// Only one line end goes.
-		{"0123456789abcdef\n\n", "0123456789abcdef\n\n"},
-	} {
-		if got := trimTextNewline([]byte(tc.in)); !bytes.Equal(got, []byte(tc.want)) {
-			t.Errorf("trimTextNewline(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // A key file that cannot be a key is a usage error, before anything
 // connects.
 func TestKeyFileBad(t *testing.T) {
@@ -110,4 +93,82 @@ func TestSendRecvPubSubKey(t *testing.T) {
 	if n := field(t, sub.stdout.String(), `(?m)^received +([0-9]+) messages`); n != 300 {
 		t.Errorf("sub with the key: %v messages, want 300", n)
 	}
+}
+
+// netio key makes the default key file on first use and prints its path;
+// -new writes a new key; -file works on another file.
+func TestKeyCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("NETIO_KEY_FILE", "")
+	want := filepath.Join(dir, "netio", "key")
+	key := func(args ...string) (path, note string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"key"}, args...), &out, &errOut); code != exitOK {
+			t.Fatalf("netio key %v: exit %d, stderr %q", args, code, errOut.String())
+		}
+		return strings.TrimSpace(out.String()), errOut.String()
+	}
+	path, note := key()
+	if path != want || !strings.Contains(note, "made a new key") {
+		t.Fatalf("netio key on a fresh machine: %q, %q; want %s made", path, note, want)
+	}
+	first, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v %v, want 0600", st.Mode().Perm(), err)
+	}
+	if path, note = key(); path != want || !strings.Contains(note, "the key is in") {
+		t.Fatalf("netio key again: %q, %q; want the same file, kept", path, note)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, first) {
+		t.Fatal("netio key replaced an existing key")
+	}
+	if path, _ = key("-new"); path != want {
+		t.Fatalf("netio key -new wrote %q, want %s", path, want)
+	}
+	if renewed, _ := os.ReadFile(path); bytes.Equal(renewed, first) {
+		t.Fatal("netio key -new left the key as it was")
+	}
+	other := filepath.Join(t.TempDir(), "shared", "key")
+	if path, _ = key("-file", other); path != other {
+		t.Fatalf("netio key -file %s printed %q", other, path)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatal(err)
+	}
+	// The help shows how to share the key.
+	var out, errOut bytes.Buffer
+	run([]string{"help"}, &out, &errOut)
+	if !strings.Contains(out.String(), "scp -p ~/.config/netio/key") {
+		t.Errorf("netio help does not show how to share the key:\n%s", out.String())
+	}
+}
+
+// -insecure on both sides connects without a key; on one side only, the
+// other side's refusal says which.
+func TestInsecureFlag(t *testing.T) {
+	pong := start("pong", "-listen", "127.0.0.1:0", "-insecure")
+	addr := pong.addr(t)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"ping", "-to", addr, "-count", "10"}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "rejected") {
+		t.Errorf("ping with the default key to an insecure pong: exit %d, stderr %q", code, errOut.String())
+	}
+	ping := start("ping", "-to", addr, "-count", "10", "-insecure")
+	ping.mustExit(t, exitOK)
+	pong.mustExit(t, exitOK)
+
+	keyed := start("pong", "-listen", "127.0.0.1:0")
+	keyedAddr := keyed.addr(t)
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"ping", "-to", keyedAddr, "-count", "10", "-insecure"}, &out, &errOut); code != exitError || !strings.Contains(errOut.String(), "Insecure") {
+		t.Errorf("insecure ping to a pong with the default key: exit %d, stderr %q", code, errOut.String())
+	}
+	ping = start("ping", "-to", keyedAddr, "-count", "10")
+	ping.mustExit(t, exitOK)
+	keyed.mustExit(t, exitOK)
 }

@@ -10,6 +10,7 @@
 //	netio pong -listen host:port [-provider name] [-count connections] [-json]
 //	netio ping -to host:port [-provider name] [-size bytes] [-count n] [-duration d] [-json]
 //	netio info [-provider name] [-json]
+//	netio key [-file path] [-new]
 //	netio version [-json]
 //	netio help
 //
@@ -31,6 +32,13 @@
 // info lists the libfabric providers netio can use here, and which of them
 // netio has been tested on; version prints the versions of netio, Go and
 // libfabric.
+//
+// Every command that connects or listens requires a key, as the library
+// does: by default the key file $NETIO_KEY_FILE or ~/.config/netio/key,
+// made on first use, so that two commands of one user on one host connect
+// with no flag. key prints that file's path (making it if needed) and, with
+// -new, writes a new key; copy the file to the hosts that must connect.
+// -key-file names another file and -insecure turns keys off.
 //
 // Results (a table, or JSON with -json) go to stdout; progress, the
 // addresses connected to and errors go to stderr. The exit code is 0 for
@@ -73,10 +81,17 @@ commands:
   ping    measure round trips to a pong: percentiles and histogram
   info    list the libfabric providers here, the one netio picks and
           those netio is tested on
+  key     print the path of the key file (made on first use); -new
+          writes a new key
   version print the versions of netio, Go and libfabric
   help    show this help
 
 Run 'netio <command> -h' for the flags of a command.
+
+Peers need the same key: by default the file ~/.config/netio/key, which
+netio makes on first use. To connect two hosts, copy it:
+  ssh otherhost 'mkdir -p ~/.config/netio'
+  scp -p ~/.config/netio/key otherhost:.config/netio/key
 
 Results go to stdout, progress and errors to stderr. Exit status: 0 done,
 1 failed, 2 bad command line, 130 interrupted by Ctrl-C (the summary of
@@ -113,6 +128,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return pingMain(rest, stdout, stderr)
 	case "info":
 		return infoMain(rest, stdout, stderr)
+	case "key":
+		return keyMain(rest, stdout, stderr)
 	case "version", "-version", "--version":
 		return versionMain(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -13,14 +13,17 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/netio-go/netio/internal/testkey"
 	"github.com/netio-go/netio/ofi"
 )
 
 // Main runs the tests and exits non-zero if they leaked. libfabric opens a
 // few descriptors of its own the first time it is used (provider
 // initialisation, once per process), and so does Go's network poller; both
-// are opened before counting.
+// are opened before counting. The tests run with netio's default key file
+// in a temporary directory of their own (testkey.Isolate).
 func Main(m *testing.M) {
+	restore := testkey.Isolate()
 	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		ln.Close()
 	}
@@ -55,6 +58,7 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
+	restore()
 	os.Exit(code)
 }
 
