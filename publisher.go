@@ -140,7 +140,9 @@ func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.E
 
 // ListenPublisher listens for subscribers on address (host:port; port 0
 // picks a free one) over the provider named by network. Subscribers choose
-// their mode; the options size every subscriber's link.
+// their mode; the options size every subscriber's link. Only subscribers
+// that hold the publisher's key are admitted: by default the key in the
+// per-user key file (Config.KeyFile), unless WithInsecure.
 func ListenPublisher(network, address string, opts ...Option) (*Publisher, error) {
 	var raw Config
 	for _, o := range opts {
@@ -471,6 +473,7 @@ func (p *Publisher) closeHard() {
 // finish waits for the subscribers' links to go, stops the workers and
 // lets go of the engine.
 func (p *Publisher) finish(waits []<-chan struct{}) {
+	<-p.ac.done // the port is free, as after Listener.Close
 	awaitReleased(waits, p.cfg.Linger+farewellGrace)
 	p.workers.stop()
 	p.state.Store(pubClosed)

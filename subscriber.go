@@ -80,7 +80,8 @@ type SubscriptionStats struct {
 // WithSubscriptionBuffer, WithWaitForPublisher (keep trying while the
 // publisher is not up yet), WithMaxReconnects and WithMaxReconnectTime
 // (give up reconnecting), WithEventBuffer, and the sizes of the
-// connection.
+// connection. The subscriber proves it holds the publisher's key, by
+// default the key in the per-user key file (Config.KeyFile).
 func Subscribe(ctx context.Context, network, address string, tags []uint64, opts ...Option) (*Subscription, error) {
 	a, err := parseArgs("subscribe", network, address, "127.0.0.1", opts)
 	if err != nil {
