@@ -102,8 +102,6 @@ func stillServes(t *testing.T, ln *netio.Listener, opts ...netio.Option) {
 	echo(t, client, server, []byte("still here"))
 }
 
-func modes() []netio.Mode { return []netio.Mode{netio.LowLatency, netio.HighThroughput} }
-
 // The 72 bytes that killed a listener: a valid connection request and one
 // tagged header. That connection alone must end, with ErrProtocol.
 func TestTaggedHeaderAtListener(t *testing.T) {

@@ -68,7 +68,7 @@ func TestHostileInput(t *testing.T) {
 	h.finish(t)
 }
 
-// Wire constants beyond robust_test.go's and robust_buffered_test.go's.
+// Wire constants beyond rawpeer_test.go's.
 const (
 	wKindTagged      = 5
 	wKindSubscribe   = 16
@@ -555,7 +555,7 @@ func (h *hostileBench) finish(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Hostile transports
 
-// rawHostile is a bare libfabric endpoint (robust_test.go's rawPeer) that
+// rawHostile is a bare libfabric endpoint (rawpeer_test.go's rawPeer) that
 // never fails the test for a send the target refuses.
 type rawHostile struct{ p *rawPeer }
 

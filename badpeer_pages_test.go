@@ -2,7 +2,6 @@ package netio_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -16,40 +15,10 @@ import (
 )
 
 // Bad input from the network against HighThroughput connections, from the
-// raw peer of robust_test.go speaking the page format by hand (page.go):
+// raw peer of rawpeer_test.go speaking the page format by hand (page.go):
 // a 16-byte header of kind 4 whose msgLen counts the bytes at the start of
 // the payload that continue the previous page's last message, then
 // records, each an 8-byte little-endian length and that many bytes.
-
-const wKindPage = 4
-
-// modeHello is helloBytes for a connection in mode m (byte 5).
-func modeHello(m netio.Mode, window, bufferSize uint32, maxMessage uint64) []byte {
-	b := helloBytes(netio.ProtocolLevel, window, bufferSize, maxMessage)
-	b[5] = byte(m)
-	return b
-}
-
-// rawPage is a page whose payload starts with cont bytes continuing the
-// previous page's message; its header tells the truth about its length.
-func rawPage(cont uint64, payload []byte) []byte {
-	return append(wHeader{kind: wKindPage, fragLen: uint32(len(payload)), msgLen: cont}.bytes(), payload...)
-}
-
-// rawRecord is a record's length n followed by body, which may be shorter
-// (the message goes on in the next page) or a lie.
-func rawRecord(n uint64, body []byte) []byte {
-	return append(binary.LittleEndian.AppendUint64(nil, n), body...)
-}
-
-// rawRecords are whole records.
-func rawRecords(msgs ...string) []byte {
-	var b []byte
-	for _, m := range msgs {
-		b = append(b, rawRecord(uint64(len(m)), []byte(m))...)
-	}
-	return b
-}
 
 // readUntilError reads s until an error, with NextMessage or ReadMessage,
 // and returns the messages read before it.
