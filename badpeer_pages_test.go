@@ -3,6 +3,7 @@ package netio_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -233,25 +234,18 @@ func TestBufferedBadPeerPages(t *testing.T) {
 			}
 			// The connection is dead: writing fails. When the reader found
 			// the violation, the reactor learns of it just after.
-			for deadline := time.Now().Add(hangTimeout); ; time.Sleep(time.Millisecond) {
-				if _, err := s.Write([]byte("x")); err != nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Write on a connection closed for %v still succeeds %v later", r.err, hangTimeout)
-				}
-			}
+			eventually(t, fmt.Sprintf("Write failing on a connection closed for %v", r.err), func() bool {
+				_, err := s.Write([]byte("x"))
+				return err != nil
+			})
 			if err := s.Close(); err != nil {
 				t.Errorf("Close after a protocol violation: %v", err)
 			}
 			// The peer is told: the endpoint is closed and it sees a shutdown.
-			sdone := make(chan struct{})
-			for deadline := time.Now().Add(hangTimeout); !p.shutdown && time.Now().Before(deadline); {
-				p.pumpUntil(sdone, time.Millisecond)
-			}
-			if !p.shutdown {
-				t.Errorf("the misbehaving peer was not disconnected within %v of Close", hangTimeout)
-			}
+			eventually(t, "the misbehaving peer disconnected after Close", func() bool {
+				p.poll()
+				return p.shutdown
+			})
 
 			// Everything else carries on.
 			echo(t, sd.goodC, sd.goodS, []byte("still here after "+tc.name))
@@ -403,7 +397,7 @@ func recvRawKind(t *testing.T, p *rawPeer, kind uint8, timeout time.Duration) []
 			}
 		}
 		if n == 0 {
-			time.Sleep(50 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 		}
 	}
 	t.Fatalf("raw peer: no message of kind %d in %v", kind, timeout)

@@ -3,6 +3,7 @@ package netio_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -111,25 +112,18 @@ func TestBadPeerMessages(t *testing.T) {
 			// The connection is dead: writing fails. When the reader found
 			// the violation (a length prefix inside a page), the reactor
 			// learns of it just after.
-			for deadline := time.Now().Add(hangTimeout); ; time.Sleep(time.Millisecond) {
-				if _, err := s.Write([]byte("x")); err != nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Write on a connection closed for %v still succeeds %v later", r.err, hangTimeout)
-				}
-			}
+			eventually(t, fmt.Sprintf("Write failing on a connection closed for %v", r.err), func() bool {
+				_, err := s.Write([]byte("x"))
+				return err != nil
+			})
 			if err := s.Close(); err != nil {
 				t.Errorf("Close after a protocol violation: %v", err)
 			}
 			// The peer is told: the endpoint is closed and it sees a shutdown.
-			sd := make(chan struct{})
-			for deadline := time.Now().Add(hangTimeout); !p.shutdown && time.Now().Before(deadline); {
-				p.pumpUntil(sd, time.Millisecond)
-			}
-			if !p.shutdown {
-				t.Errorf("the misbehaving peer was not disconnected within %v of Close", hangTimeout)
-			}
+			eventually(t, "the misbehaving peer disconnected after Close", func() bool {
+				p.poll()
+				return p.shutdown
+			})
 
 			// Everything else carries on.
 			echo(t, goodC, goodS, []byte("still here after "+tc.name))

@@ -48,7 +48,7 @@ func waitBlocked(t testing.TB, n int, fn string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines not blocked in %s within %v:\n%s", n, fn, hangTimeout, buf[:k])
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling pace
 	}
 }
 
@@ -91,7 +91,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, hangTimeout)
 		}
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond) // polling pace
 	}
 }
 

@@ -537,16 +537,10 @@ func (h *hostileBench) stop() {
 // checks that every message arrived.
 func (h *hostileBench) finish(t *testing.T) {
 	t.Helper()
-	for deadline := time.Now().Add(hangTimeout); ; {
+	eventually(t, "the Publisher counting only the legitimate subscriber and its tag after the last hostile one left", func() bool {
 		st := h.pub.Stats()
-		if st.Subscribers == 1 && st.Tags == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Publisher still counts %d subscribers and %d tags %v after the last hostile one left; want the legitimate one and its tag", st.Subscribers, st.Tags, hangTimeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st.Subscribers == 1 && st.Tags == 1
+	})
 	for _, l := range h.legit {
 		l.finish(t)
 	}
@@ -585,7 +579,7 @@ func (r *rawHostile) waitGone() bool {
 			return false
 		}
 		r.p.poll()
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 	}
 	return true
 }
@@ -711,7 +705,7 @@ func startConnStream(t *testing.T, ln *netio.Listener, m netio.Mode) *legitStrea
 				break
 			}
 			l.sent.Add(1)
-			time.Sleep(legitPace)
+			time.Sleep(legitPace) // a steady stream, not a flood
 		}
 		l.wrote <- err
 	}()
@@ -751,7 +745,7 @@ func startPubStream(t *testing.T, p *netio.Publisher) *legitStream {
 				break
 			}
 			l.sent.Add(1)
-			time.Sleep(legitPace)
+			time.Sleep(legitPace) // a steady stream, not a flood
 		}
 		l.wrote <- err
 	}()
@@ -782,7 +776,7 @@ func startPubStream(t *testing.T, p *netio.Publisher) *legitStream {
 func (l *legitStream) checkFlowing(t *testing.T) {
 	t.Helper()
 	from := l.got.Load()
-	for deadline := time.Now().Add(hangTimeout); l.got.Load() == from; {
+	eventually(t, fmt.Sprintf("the legitimate %s: a message after the %d received", l.name, from), func() bool {
 		select {
 		case err := <-l.read:
 			t.Fatalf("the legitimate %s: %v", l.name, err)
@@ -790,11 +784,8 @@ func (l *legitStream) checkFlowing(t *testing.T) {
 			t.Fatalf("the legitimate %s: the writer stopped: %v", l.name, err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the legitimate %s: nothing arrived for %v (%d sent, %d received)", l.name, hangTimeout, l.sent.Load(), from)
-		}
-		time.Sleep(legitPace)
-	}
+		return l.got.Load() != from
+	})
 }
 
 // finish stops the writer and checks that every message it sent arrived.
@@ -805,17 +796,14 @@ func (l *legitStream) finish(t *testing.T) {
 		t.Fatalf("the legitimate %s: the writer failed: %v", l.name, err)
 	}
 	sent := l.sent.Load()
-	for deadline := time.Now().Add(hangTimeout); l.got.Load() < sent; {
+	eventually(t, fmt.Sprintf("the legitimate %s: all %d messages arriving", l.name, sent), func() bool {
 		select {
 		case err := <-l.read:
 			t.Fatalf("the legitimate %s: %v after %d of %d messages", l.name, err, l.got.Load(), sent)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the legitimate %s: %d of %d messages arrived", l.name, l.got.Load(), sent)
-		}
-		time.Sleep(legitPace)
-	}
+		return l.got.Load() >= sent
+	})
 	t.Logf("the legitimate %s: all %d messages arrived in order", l.name, sent)
 	l.stop()
 }
@@ -870,7 +858,7 @@ func measureFootprint(t *testing.T) footprint {
 		if i == 0 || f.rss < best.rss {
 			best.rss = f.rss
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // samples apart in time, so that a passing peak is not the one kept
 	}
 	return best
 }

@@ -186,13 +186,10 @@ func TestPubSubChurn(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(hangTimeout)
-	for st := p.Stats(); st.Subscribers != 0 || st.Tags != 0; st = p.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after every subscription closed the publisher holds %+v", st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the publisher holding no subscriber and no tag after every subscription closed", func() bool {
+		st := p.Stats()
+		return st.Subscribers == 0 && st.Tags == 0
+	})
 }
 
 // 100,000 tags in one Subscribe go in many requests and acknowledgements.
@@ -242,15 +239,8 @@ func TestPublisherCloseUnblocksPublish(t *testing.T) {
 	// Blocked for good: the subscriber's pages are all held, so no
 	// credit comes back (a wait for a send to complete would end by
 	// itself).
-	for last := uint64(0); ; {
-		waitBlocked(t, 1, "netio.(*sender).waitWritable")
-		time.Sleep(50 * time.Millisecond)
-		n := p.Stats().Published
-		if n == last {
-			break
-		}
-		last = n
-	}
+	waitBlocked(t, 1, "netio.(*sender).waitWritable")
+	eventually(t, "the publisher with messages to send and no credit", func() bool { return netio.PublisherStuck(p) })
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
 	select {
@@ -288,11 +278,7 @@ func TestPublisherDeliveredKeepsLeftSubscribers(t *testing.T) {
 		t.Fatalf("Delivered %d with the subscriber connected, want 10", d)
 	}
 	s.Close()
-	for deadline := time.Now().Add(hangTimeout); p.Stats().Subscribers > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the subscriber did not leave")
-		}
-	}
+	eventually(t, "the subscriber leaving", func() bool { return p.Stats().Subscribers == 0 })
 	if d := p.Stats().Delivered; d != 10 {
 		t.Errorf("Delivered %d after the subscriber left, want 10: a counter since the start does not go down", d)
 	}

@@ -147,7 +147,7 @@ func dialRaw(t testing.TB, addr string, hello []byte) (p *rawPeer, err error) {
 		ok, err := p.eq.Read(&ev)
 		must(err)
 		if !ok {
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 			continue
 		}
 		switch ev.Kind {
@@ -234,7 +234,7 @@ func (p *rawPeer) pumpUntil(done <-chan struct{}, timeout time.Duration) bool {
 			return false
 		}
 		p.poll()
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(50 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 	}
 }
 
@@ -374,7 +374,7 @@ func listenRaw(t testing.TB, accept []byte) *rawListener {
 			}
 			ok, err := eq.Read(&ev)
 			if err != nil || !ok {
-				time.Sleep(50 * time.Microsecond)
+				time.Sleep(50 * time.Microsecond) // polling pace: the raw listener has nothing to block on
 				continue
 			}
 			if ev.Kind != ofi.EventConnReq {
