@@ -3,6 +3,7 @@ package netio_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -208,16 +209,13 @@ func (p *rawPeer) send(b []byte) {
 	if _, err := p.ep.PostSend(p.tx, []ofi.Segment{{Offset: 0, Len: uint64(len(b)), Token: tok}}); err != nil {
 		p.t.Fatalf("raw peer: fi_send: %v", err)
 	}
-	deadline := time.Now().Add(hangTimeout)
-	for !p.sent[tok] {
+	eventually(p.t, fmt.Sprintf("raw peer: the send of %d bytes completing", len(b)), func() bool {
 		if p.cqErr != nil {
 			p.t.Fatalf("raw peer: send of %d bytes failed: %v", len(b), p.cqErr)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("raw peer: send of %d bytes did not complete in %v", len(b), hangTimeout)
-		}
 		p.poll()
-	}
+		return p.sent[tok]
+	})
 }
 
 // pumpUntil polls the peer until done is closed or the timeout passes,
