@@ -193,7 +193,7 @@ func TestListenerOutOfFiles(t *testing.T) {
 	// so the first Dials may still find the child short.
 	closeRaws()
 	// Dials again a while apart: each one costs the child descriptors.
-	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) { // a retry pace
 		d, err := netio.Dial("tcp", addr, netio.WithConnectTimeout(hangTimeout))
 		if err == nil {
 			d.Close()
