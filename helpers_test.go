@@ -417,3 +417,12 @@ func (c *child) waitFor(t *testing.T, prefix string) string {
 		}
 	}
 }
+
+// stillServes checks that ln accepts a new connection and echoes over it.
+func stillServes(t *testing.T, ln *netio.Listener, opts ...netio.Option) {
+	t.Helper()
+	client, server := dialAccept(t, ln, opts...)
+	defer client.Close()
+	defer server.Close()
+	echo(t, client, server, []byte("still here"))
+}

@@ -68,28 +68,11 @@ func TestHostileInput(t *testing.T) {
 	h.finish(t)
 }
 
-// Wire constants beyond rawpeer_test.go's.
-const (
-	wKindTagged      = 5
-	wKindSubscribe   = 16
-	wKindUnsubscribe = 17
-	wKindAck         = 18
-)
-
 const (
 	hostileBufSize = 16 << 10 // the Listeners' buffers: a larger frame does not fit
 	hostileMaxMsg  = 1 << 30  // the LowLatency Listener's largest message: lying lengths within it must cost nothing
 	legitTag       = 1
 )
-
-// frame is a netio message with header h, its fragLen the payload's.
-func frame(h wHeader, payload []byte) []byte {
-	h.fragLen = uint32(len(payload))
-	return append(h.bytes(), payload...)
-}
-
-// lying is a netio message with header h as given.
-func lying(h wHeader, payload []byte) []byte { return append(h.bytes(), payload...) }
 
 func randBytes(rng *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -97,32 +80,6 @@ func randBytes(rng *rand.Rand, n int) []byte {
 		b[i] = byte(rng.Uint32())
 	}
 	return b
-}
-
-// request is a subscription request: id, policy, and tags.
-func request(id uint32, policy byte, tags ...uint64) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, id)
-	b = append(b, policy, 0, 0, 0)
-	for _, tag := range tags {
-		b = binary.LittleEndian.AppendUint64(b, tag)
-	}
-	return b
-}
-
-func control(kind uint8, payload []byte) []byte {
-	return frame(wHeader{kind: kind, flags: wFlagLast, msgLen: uint64(len(payload))}, payload)
-}
-
-// tagged is a tagged page of whole records of tag.
-func tagged(tag uint64, msgs ...string) []byte {
-	var p []byte
-	for i, m := range msgs {
-		p = binary.LittleEndian.AppendUint64(p, uint64(len(m)))
-		p = binary.LittleEndian.AppendUint64(p, tag)
-		p = binary.LittleEndian.AppendUint64(p, uint64(i))
-		p = append(p, m...)
-	}
-	return frame(wHeader{kind: wKindTagged}, p)
 }
 
 // target is what a hostile peer connects to.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -12,10 +13,13 @@ import (
 	"github.com/netio-go/netio/ofi"
 )
 
-// A raw peer: a bare libfabric endpoint that speaks netio's wire format by
-// hand, so that a test can send what a well-behaved netio never would.
+// Hand-made peers and the bytes they send: a raw peer (a bare libfabric
+// endpoint), a raw listener, and plain TCP clients that speak netio's wire
+// format and libfabric tcp's headers by hand, so that a test can send what
+// a well-behaved netio never would.
 
-// Wire constants, copied from wire.go (unexported there).
+// Wire constants, copied from the library (unexported there): message
+// kinds, then the publish/subscribe ones.
 const (
 	wHeaderSize = 16
 	wKindData   = 1
@@ -23,6 +27,11 @@ const (
 	wKindFin    = 3
 	wKindPage   = 4 // page.go: pages of records
 	wFlagLast   = 1
+
+	wKindTagged      = 5
+	wKindSubscribe   = 16
+	wKindUnsubscribe = 17
+	wKindAck         = 18
 )
 
 // wHeader is one netio message header.
@@ -438,4 +447,92 @@ func rawRecords(msgs ...string) []byte {
 		b = append(b, rawRecord(uint64(len(m)), []byte(m))...)
 	}
 	return b
+}
+
+// tcpCMHeader is libfabric tcp's 32-byte connection-management header
+// (struct ofi_ctrl_hdr): version 3, the message type, the private data's
+// length big-endian, and conn_data 1 (same byte order).
+func tcpCMHeader(msgType byte, data []byte) []byte {
+	b := make([]byte, 32, 32+len(data))
+	b[0], b[1] = 3, msgType
+	binary.BigEndian.PutUint16(b[2:], uint16(len(data)))
+	binary.LittleEndian.PutUint64(b[24:], 1)
+	return append(b, data...)
+}
+
+// tcpDataHeader is libfabric tcp's 16-byte message header (struct
+// tcpx_base_hdr): version 3, op, flags, op_data, rma_iov_cnt, hdr_size,
+// id, and the message size including the header.
+func tcpDataHeader(op, opData byte, size uint64) []byte {
+	b := make([]byte, 16)
+	b[0], b[1], b[4], b[6] = 3, op, opData, 16
+	binary.LittleEndian.PutUint64(b[8:], size)
+	return b
+}
+
+// tcpOpTagged is the provider's opcode for a tagged message, which crashed
+// libfabric 1.17's tcp provider on an endpoint without a shared receive
+// context (see ofi/guard.go).
+const tcpOpTagged = 1
+
+// defaultHello is netio's handshake for mode m with the LowLatency sizes.
+func defaultHello(m netio.Mode) []byte { return modeHello(m, 16, 256<<10, 64<<20) }
+
+// rawTCPRequest connects to addr as a plain TCP client that holds the
+// default key, sends a valid connection request and waits for the
+// listener's answer.
+func rawTCPRequest(t *testing.T, addr string, m netio.Mode) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, netio.SealedRequest(defaultHello(m)))); err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, 32+netio.AcceptSize)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, resp); err != nil {
+		t.Fatalf("reading the listener's answer: %v", err)
+	}
+	if resp[1] != tcpCMConnResp {
+		t.Fatalf("listener answered with message type %d, want a connection response", resp[1])
+	}
+	c.SetReadDeadline(time.Time{})
+	return c
+}
+
+// frame is a netio message with header h, its fragLen the payload's.
+func frame(h wHeader, payload []byte) []byte {
+	h.fragLen = uint32(len(payload))
+	return append(h.bytes(), payload...)
+}
+
+// lying is a netio message with header h as given.
+func lying(h wHeader, payload []byte) []byte { return append(h.bytes(), payload...) }
+
+// request is a subscription request: id, policy, and tags.
+func request(id uint32, policy byte, tags ...uint64) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, id)
+	b = append(b, policy, 0, 0, 0)
+	for _, tag := range tags {
+		b = binary.LittleEndian.AppendUint64(b, tag)
+	}
+	return b
+}
+
+func control(kind uint8, payload []byte) []byte {
+	return frame(wHeader{kind: kind, flags: wFlagLast, msgLen: uint64(len(payload))}, payload)
+}
+
+// tagged is a tagged page of whole records of tag.
+func tagged(tag uint64, msgs ...string) []byte {
+	var p []byte
+	for i, m := range msgs {
+		p = binary.LittleEndian.AppendUint64(p, uint64(len(m)))
+		p = binary.LittleEndian.AppendUint64(p, tag)
+		p = binary.LittleEndian.AppendUint64(p, uint64(i))
+		p = append(p, m...)
+	}
+	return frame(wHeader{kind: wKindTagged}, p)
 }
