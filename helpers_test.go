@@ -22,6 +22,10 @@ import (
 	"github.com/netio-go/netio"
 )
 
+// Helpers shared by the tests: waiting for events (eventually,
+// waitBlocked), connected pairs and listeners, echoes, publishers and
+// subscriptions, child processes.
+
 // hangTimeout bounds the waits of these tests. It is a guard against a
 // hang, not a measure of speed: what a test waits for takes microseconds
 // to milliseconds on an idle machine, and a loaded one gets this long.
