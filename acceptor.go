@@ -273,7 +273,7 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	l, err := open(eng)
 	if err == nil {
 		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
-		err = l.accept(req, h)
+		err = l.accept(a, req, h)
 	}
 	if err != nil {
 		eng.release()
@@ -290,6 +290,18 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	req.Free()
 	eng.watchSetup(l, a.setupTimeout, &a.stats)
 	return l, nil
+}
+
+// domainInfo returns the entry to open the domain of a connection
+// request's endpoint with: the listener's own, unless the request names
+// another domain of the same provider (verbs listening on every address,
+// where a request comes in on one of several NICs).
+func (a *acceptor) domainInfo(req *ofi.Info) *ofi.Info {
+	own := a.q.Info()
+	if d := req.DomainName(); d != "" && d != own.DomainName() && req.Provider() == own.Provider() {
+		return req
+	}
+	return own
 }
 
 // setUp is an accepted link up: it no longer has a set-up deadline. On
