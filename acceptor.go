@@ -160,9 +160,9 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if port == "" {
 		port = "0"
 	}
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
+	infos, info, err := a.getInfo(ctx, ofi.Hints{Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, cfg, opErr(a.lookupError(ctx, err))
+		return nil, cfg, opErr(err)
 	}
 	defer infos.Free()
 	eng, err := acquireEngine()
@@ -178,7 +178,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
 	ac.owner = owner(ac, cfg)
 	var startErr error
-	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = ac.start(info) }); err != nil {
 		startErr = err
 	}
 	if startErr == nil {

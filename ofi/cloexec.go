@@ -31,7 +31,6 @@ import (
 // own (the sockets provider accepts on its connection-manager thread), and
 // the few libfabric opens once when it loads its providers.
 
-
 // fdSet is a set of descriptor numbers, and the buffer that lists them.
 type fdSet struct {
 	words []uint64

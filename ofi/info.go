@@ -195,10 +195,14 @@ func (i *Info) ProviderKeys() bool { return i.MRMode()&C.FI_MR_PROV_KEY != 0 }
 func (i *Info) realProviderKeys() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
 
 // TxSize is the depth of the transmit queue.
-func (i *Info) TxSize() int { return i.clamp(int(i.c.tx_attr.size), func(p *profile) int { return p.tx }) }
+func (i *Info) TxSize() int {
+	return i.clamp(int(i.c.tx_attr.size), func(p *profile) int { return p.tx })
+}
 
 // RxSize is the depth of the receive queue.
-func (i *Info) RxSize() int { return i.clamp(int(i.c.rx_attr.size), func(p *profile) int { return p.rx }) }
+func (i *Info) RxSize() int {
+	return i.clamp(int(i.c.rx_attr.size), func(p *profile) int { return p.rx })
+}
 
 // InjectSize is the largest message fi_inject accepts.
 func (i *Info) InjectSize() int {
