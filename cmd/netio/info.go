@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -34,6 +35,9 @@ type infoResult struct {
 	// Endpoints are the usable providers, one entry per fabric and domain
 	// (for tcp: per subnet and interface).
 	Endpoints []endpointInfo `json:"endpoints"`
+	// Domains are the usable providers' domains (NICs, or interfaces for
+	// tcp), what -domain and netio.WithDomain name.
+	Domains []providerDomains `json:"domains"`
 	// Unusable are providers present but left out.
 	Unusable []unusableProvider `json:"unusable,omitempty"`
 	// Support says, for each provider listed, how far netio has been
@@ -106,6 +110,11 @@ type endpointInfo struct {
 	MaxMsgSize uint64 `json:"max_msg_size"`
 }
 
+type providerDomains struct {
+	Provider string   `json:"provider"`
+	Domains  []string `json:"domains"`
+}
+
 type unusableProvider struct {
 	Provider string `json:"provider"`
 	Reason   string `json:"reason"`
@@ -156,6 +165,7 @@ func runInfo(provider string) (*infoResult, error) {
 		return nil, err
 	}
 	res.Endpoints = eps
+	res.Domains = domainsOf(eps)
 	if provider == "" {
 		found := map[string]bool{}
 		for _, e := range eps {
@@ -190,6 +200,22 @@ func runInfo(provider string) (*infoResult, error) {
 		res.Default.Available = true
 	}
 	return res, nil
+}
+
+// domainsOf lists the domains of each provider of eps, in their order.
+func domainsOf(eps []endpointInfo) []providerDomains {
+	var out []providerDomains
+	for _, e := range eps {
+		i := slices.IndexFunc(out, func(p providerDomains) bool { return p.Provider == e.Provider })
+		if i < 0 {
+			out = append(out, providerDomains{Provider: e.Provider})
+			i = len(out) - 1
+		}
+		if !slices.Contains(out[i].Domains, e.Domain) {
+			out[i].Domains = append(out[i].Domains, e.Domain)
+		}
+	}
+	return out
 }
 
 // endpoints asks libfabric for the MSG endpoints of provider ("" for all).
@@ -238,6 +264,12 @@ func printInfo(w io.Writer, r *infoResult) {
 			mrModeString(e.MRMode), e.TxSize, e.RxSize, bytesString(int64(e.InjectSize)), maxMsg)
 	}
 	tw.Flush()
+	if len(r.Domains) > 0 {
+		fmt.Fprintln(w, "\ndomains (-domain, netio.WithDomain):")
+		for _, d := range r.Domains {
+			fmt.Fprintf(w, "  %s: %s\n", d.Provider, strings.Join(d.Domains, ", "))
+		}
+	}
 	if len(r.Support) > 0 {
 		fmt.Fprintln(w, "\nnetio on these providers:")
 		for _, s := range r.Support {
