@@ -165,6 +165,9 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		return nil, cfg, opErr(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &cfg); err != nil {
+		return nil, cfg, opErr(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, cfg, opErr(err)

@@ -194,6 +194,9 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 		return nil, a.opError(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &a.cfg); err != nil {
+		return nil, a.opError(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, a.opError(err)
