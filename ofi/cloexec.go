@@ -44,9 +44,15 @@ func (s *fdSet) add(fd int) {
 	s.words[fd/64] |= 1 << (fd % 64)
 }
 
+func (s *fdSet) remove(fd int) {
+	if fd/64 < len(s.words) {
+		s.words[fd/64] &^= 1 << (fd % 64)
+	}
+}
+
 // openFDs lists the open descriptors into s (emptied first); false if
-// they cannot be listed. The directory's own descriptor is listed too:
-// it has close-on-exec.
+// they cannot be listed. The directory's own descriptor is left out: it
+// is closed on return, and the call may reuse its number.
 func openFDs(s *fdSet) bool {
 	s.words = s.words[:0]
 	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -66,6 +72,7 @@ func openFDs(s *fdSet) bool {
 			return false
 		}
 		if n <= 0 {
+			s.remove(dir)
 			return true
 		}
 		parseFDs(s.buf[:n], s)

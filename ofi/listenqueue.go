@@ -44,12 +44,13 @@ func (f *Fabric) OpenListenQueue(info *Info, size int, token uint64) (q *ListenQ
 	if q.eq, err = f.OpenEQ(size); err != nil {
 		return nil, err
 	}
+	made := q // q is nil once an error is returned
 	defer func() {
 		if err != nil {
-			if q.pep != nil {
-				q.pep.Close()
+			if made.pep != nil {
+				made.pep.Close()
 			}
-			q.eq.Close()
+			made.eq.Close()
 		}
 	}()
 	if q.pep, err = f.OpenPassiveEndpoint(info, token); err != nil {
