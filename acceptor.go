@@ -282,7 +282,7 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 		eng.release()
 		// Not accepted, so req's handle is still ours: the peer hears
 		// why, unless the endpoint had already taken its socket.
-		a.q.Reject(req, rejectLimitData)
+		a.q.Reject(req, rejectDataFor(err))
 		if errors.Is(err, ErrMemoryLimit) {
 			a.stats.rejectedMemory.Add(1)
 		} else {

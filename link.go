@@ -423,6 +423,8 @@ func (l *link) setupError(ev *ofi.Event) error {
 		return fmt.Errorf("%w: %w", ErrRejected, errAtLimit)
 	case rejectAuthMarker:
 		return errAuth(l.cfg.key)
+	case rejectFailedMarker:
+		return acceptFailedError()
 	}
 	e := ev.Err.Err
 	switch {
