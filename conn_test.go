@@ -18,7 +18,7 @@ import (
 // pair returns a connected client and server.
 func pair(t testing.TB, opts ...netio.Option) (client, server *netio.Conn) {
 	t.Helper()
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
+	ln, err := netio.Listen(testNetwork, "127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func pair(t testing.TB, opts ...netio.Option) (client, server *netio.Conn) {
 		c, err := ln.AcceptConn()
 		ch <- res{c, err}
 	}()
-	client, err = netio.Dial("tcp", ln.Addr().String(), opts...)
+	client, err = netio.Dial(testNetwork, ln.Addr().String(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

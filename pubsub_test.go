@@ -16,7 +16,7 @@ import (
 
 func listenPublisher(t testing.TB, opts ...netio.Option) *netio.Publisher {
 	t.Helper()
-	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", opts...)
+	p, err := netio.ListenPublisher(testNetwork, "127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func subscribe(t testing.TB, p *netio.Publisher, tags []uint64, opts ...netio.Op
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
-	s, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), tags, opts...)
+	s, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), tags, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
