@@ -133,3 +133,22 @@ func TestProfileConnectionData(t *testing.T) {
 		t.Errorf("55 bytes each way: got %d and %d", len(p.ClientData), len(p.ServerData))
 	}
 }
+
+// Without the profile the limit is what the provider answers to
+// FI_OPT_CM_DATA_SIZE (256 bytes on tcp 1.17): more is refused before it
+// is sent, with the limit named.
+func TestConnectionDataSize(t *testing.T) {
+	p, err := ofipair.New(ofipair.Options{ClientData: make([]byte, 256)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := p.Client.Endpoint.CMDataSize()
+	p.Close()
+	if n != 256 || len(p.ClientData) != 256 {
+		t.Errorf("tcp: limit %d, %d bytes arrived; want 256 and 256", n, len(p.ClientData))
+	}
+	_, err = ofipair.New(ofipair.Options{ClientData: make([]byte, 257)})
+	if !errors.Is(err, ofi.EINVAL) || !strings.Contains(err.Error(), "over the provider's 256 (FI_OPT_CM_DATA_SIZE)") {
+		t.Errorf("257 bytes of connection data: %v, want EINVAL naming the provider's 256", err)
+	}
+}
