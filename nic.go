@@ -80,12 +80,19 @@ func (a *args) getInfo(ctx context.Context, h ofi.Hints) (*ofi.InfoList, *ofi.In
 		slices.Sort(names)
 		return nil, nil, &UnknownDomainError{Provider: a.provider, Domain: a.cfg.Domain, Available: names}
 	}
-	if ip, perr := netip.ParseAddr(a.host); h.Source && perr == nil && ip.IsUnspecified() {
-		if i := slices.IndexFunc(addrs, func(d netip.Addr) bool { return d.Is4() == ip.Is4() }); i >= 0 {
+	// Ask again from the domain's address, of the family of the host (a
+	// name: IPv4): a listener on every address listens on it, a dialer
+	// connects from it.
+	ip, perr := netip.ParseAddr(a.host)
+	if i := slices.IndexFunc(addrs, func(d netip.Addr) bool { return d.Is4() == (perr != nil || ip.Is4()) }); i >= 0 {
+		switch {
+		case h.Source && perr == nil && ip.IsUnspecified():
 			h.Node = addrs[i].String()
+		case !h.Source:
+			h.SourceAddr = addrs[i]
 		}
 	}
-	if h.Node != a.host {
+	if h.Node != a.host || h.SourceAddr.IsValid() {
 		if infos, err = ofi.GetInfo(h); err == nil {
 			for _, i := range infos.Entries {
 				if i.DomainName() == a.cfg.Domain {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -72,5 +73,43 @@ func TestDomain(t *testing.T) {
 	c.Close()
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Dial with a domain connects from the domain's address, even to an
+// address another domain (lo) would reach.
+func TestDomainDialsFromIt(t *testing.T) {
+	name, from := "", netip.Addr{}
+	ifaces, _ := net.Interfaces()
+	for _, ifc := range ifaces {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && ifc.Flags&net.FlagUp != 0 && from == (netip.Addr{}) {
+				name, from = ifc.Name, p.Addr()
+			}
+		}
+	}
+	if name == "" {
+		t.Skip("no interface with an IPv4 address besides loopback")
+	}
+	ln, err := netio.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ln.Addr().(*netio.Addr).AddrPort.Port())
+	c, err := netio.Dial("tcp", to.String(), netio.WithDomain(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.LocalAddr().(*netio.Addr).AddrPort.Addr(); got != from {
+		t.Errorf("dial %v on domain %s: from %v, want %v", to, name, got, from)
 	}
 }
