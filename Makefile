@@ -27,7 +27,8 @@ demo: deps
 # make test is what README gives a new user and what CI runs: the suite;
 # alongside it (the suite mostly waits, so the two share the cores) the
 # root package again under the verbs profile (ofi/profile.go: tcp made to
-# fail where verbs would); the tests that hold on every provider on
+# fail where verbs would), with the locked-memory limit raised where it
+# may be, since the profile checks it as verbs pins; the tests that hold on every provider on
 # sockets, and its demo; then the multi-host tests, which skip with a
 # message where network namespaces cannot be made (not root, no iproute2).
 SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|BackPressure|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestSubscribeManyTags|TestPublisherDeliveredKeepsLeftSubscribers)$$
@@ -35,7 +36,7 @@ SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered
 test: deps
 	go vet ./...
 	@verbs=$$(mktemp); \
-	NETIO_PROFILE=verbs go test -race -count=1 -timeout 15m . >$$verbs 2>&1 & pid=$$!; \
+	(ulimit -l unlimited 2>/dev/null; NETIO_PROFILE=verbs go test -race -count=1 -timeout 15m . >$$verbs 2>&1) & pid=$$!; \
 	echo "go test -race -count=1 -timeout 15m ./..."; \
 	go test -race -count=1 -timeout 15m ./...; plain=$$?; \
 	wait $$pid; profiled=$$?; \
