@@ -31,6 +31,9 @@ type infoResult struct {
 	// one netio was built against.
 	Libfabric string `json:"libfabric_version"`
 	API       string `json:"api_version"`
+	// Profile is the ofi profile in force ($NETIO_PROFILE: "verbs"), or
+	// empty: under it the limits below are those the profile enforces.
+	Profile string `json:"profile,omitempty"`
 	// Default is the provider netio uses when none is named.
 	Default defaultProvider `json:"default"`
 	// Endpoints are the usable providers, one entry per fabric and domain
@@ -156,6 +159,11 @@ func runInfo(provider string) (*infoResult, error) {
 	if p := os.Getenv("NETIO_PROVIDER"); p != "" {
 		res.Default = defaultProvider{Provider: p, From: "$NETIO_PROVIDER"}
 	}
+	prof, err := ofi.ActiveProfile()
+	if err != nil {
+		return nil, err
+	}
+	res.Profile = prof
 	// Every interface, not only loopback: the addresses are what -listen
 	// can bind.
 	eps, err := endpoints(provider)
@@ -253,7 +261,11 @@ func printInfo(w io.Writer, r *infoResult) {
 	if !r.Default.Available {
 		avail = "NOT available here: netio.Listen and netio.Dial with network \"\" will fail"
 	}
-	fmt.Fprintf(w, "netio picks %s (%s), %s\n\n", r.Default.Provider, r.Default.From, avail)
+	fmt.Fprintf(w, "netio picks %s (%s), %s\n", r.Default.Provider, r.Default.From, avail)
+	if r.Profile != "" {
+		fmt.Fprintf(w, "%s profile in force ($%s): the limits below are those it enforces\n", r.Profile, ofi.ProfileEnv)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "provider\tnetio\tversion\tfabric\tdomain\taddress\tmr_mode\ttx/rx queue\tinject\tmax message")
 	for _, e := range r.Endpoints {
