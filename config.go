@@ -179,10 +179,9 @@ type Config struct {
 	// with several NICs, the device (verbs: "mlx5_1"), or for tcp and
 	// sockets the interface ("eth0", "lo"). A listener on every address
 	// then listens on that domain's address, and a Dial connects from
-	// it. Listen and Dial fail with an
-	// *UnknownDomainError listing the provider's domains if it has none
-	// of that name. Empty (the default) means the first that libfabric
-	// offers for the address.
+	// it. Listen and Dial fail with an *UnknownDomainError listing the
+	// provider's domains if it has none of that name. Empty (the
+	// default) means the first that libfabric offers for the address.
 	Domain string
 }
 
