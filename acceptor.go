@@ -160,11 +160,14 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if port == "" {
 		port = "0"
 	}
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
+	infos, info, err := a.getInfo(ctx, ofi.Hints{Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, cfg, opErr(a.lookupError(ctx, err))
+		return nil, cfg, opErr(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &cfg); err != nil {
+		return nil, cfg, opErr(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, cfg, opErr(err)
@@ -178,7 +181,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
 	ac.owner = owner(ac, cfg)
 	var startErr error
-	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = ac.start(info) }); err != nil {
 		startErr = err
 	}
 	if startErr == nil {
@@ -273,13 +276,13 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	l, err := open(eng)
 	if err == nil {
 		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
-		err = l.accept(req, h)
+		err = l.accept(a, req, h)
 	}
 	if err != nil {
 		eng.release()
 		// Not accepted, so req's handle is still ours: the peer hears
 		// why, unless the endpoint had already taken its socket.
-		a.q.Reject(req, rejectLimitData)
+		a.q.Reject(req, rejectDataFor(err))
 		if errors.Is(err, ErrMemoryLimit) {
 			a.stats.rejectedMemory.Add(1)
 		} else {
@@ -290,6 +293,18 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	req.Free()
 	eng.watchSetup(l, a.setupTimeout, &a.stats)
 	return l, nil
+}
+
+// domainInfo returns the entry to open the domain of a connection
+// request's endpoint with: the listener's own, unless the request names
+// another domain of the same provider (verbs listening on every address,
+// where a request comes in on one of several NICs).
+func (a *acceptor) domainInfo(req *ofi.Info) *ofi.Info {
+	own := a.q.Info()
+	if d := req.DomainName(); d != "" && d != own.DomainName() && req.Provider() == own.Provider() {
+		return req
+	}
+	return own
 }
 
 // setUp is an accepted link up: it no longer has a set-up deadline. On

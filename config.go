@@ -175,6 +175,14 @@ type Config struct {
 	// process while it runs. It may call Write: when the peer has no room,
 	// Write returns ErrWouldBlock there instead of waiting.
 	OnMessage func(c *Conn, msg []byte)
+	// Domain names the libfabric domain the connections use: on a host
+	// with several NICs, the device (verbs: "mlx5_1"), or for tcp and
+	// sockets the interface ("eth0", "lo"). A listener on every address
+	// then listens on that domain's address, and a Dial connects from
+	// it. Listen and Dial fail with an *UnknownDomainError listing the
+	// provider's domains if it has none of that name. Empty (the
+	// default) means the first that libfabric offers for the address.
+	Domain string
 }
 
 // Policy is what a subscription does when its subscriber is slower than

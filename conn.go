@@ -189,11 +189,14 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
 	defer cancel()
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: a.provider, Node: a.host, Service: a.port})
+	infos, info, err := a.getInfo(ctx, ofi.Hints{Node: a.host, Service: a.port})
 	if err != nil {
-		return nil, a.opError(a.lookupError(ctx, err))
+		return nil, a.opError(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &a.cfg); err != nil {
+		return nil, a.opError(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, a.opError(err)
@@ -203,11 +206,11 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 		eng.release()
 		return nil, a.opError(err)
 	}
-	if ap, ok := infos.Entries[0].DestAddr(); ok {
+	if ap, ok := info.DestAddr(); ok {
 		dest(ap)
 	}
 	var startErr error
-	if err := eng.r.Call(func() { startErr = l.connect(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = l.connect(info) }); err != nil {
 		startErr = err
 	}
 	if startErr != nil {

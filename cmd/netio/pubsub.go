@@ -105,7 +105,7 @@ type pubResult struct {
 
 type pubConfig struct {
 	provider, listen string
-	key              *keyFile
+	key              *connFlags
 	mode             connMode
 	tag              uint64
 	generated        bool
@@ -129,7 +129,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	tag := fs.String("tag", "", "the tag to publish under, an unsigned integer (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "the mode subscribers are expected to use, `ll|ht` (each subscriber chooses its own with 'netio sub -mode'; the publisher serves both)")
 	size := byteSize(64)
@@ -560,7 +560,7 @@ func (t *tagsFlag) Set(s string) error {
 
 type subConfig struct {
 	provider, to string
-	key          *keyFile
+	key          *connFlags
 	mode         connMode
 	policy       netio.Policy
 	buffer       int
@@ -578,7 +578,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	var tags tagsFlag
 	fs.Var(&tags, "tag", "the tags to subscribe to, `T[,T2...]` (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "netio's mode, `ll|ht`: ll is low latency (a message is sent at once, or packed with those queued behind a send in flight), ht high throughput (the publisher batches messages into pages) (default ll)")
 	policy := policyFlag(netio.Block)

@@ -163,7 +163,7 @@ type sendResult struct {
 
 type sendConfig struct {
 	provider, to string
-	key          *keyFile
+	key          *connFlags
 	mode         connMode
 	size         int
 	lim          limits
@@ -176,7 +176,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", sendUsage, stderr)
 	to := fs.String("to", "", "the receiver's address, host:port (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := modeFlag(fs)
 	size := byteSize(1024)
 	fs.Var(&size, "size", "`bytes` per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
@@ -575,7 +575,7 @@ type oneWayResult struct {
 
 type recvConfig struct {
 	provider, listen string
-	key              *keyFile
+	key              *connFlags
 	mode             connMode
 	lim              limits
 	progress         io.Writer
@@ -587,7 +587,7 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("recv", recvUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := modeFlag(fs)
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: until the sender stops)", "stop this long after the sender connected (0: until the sender stops)")
