@@ -280,7 +280,9 @@ func (c *Conn) WriteContext(ctx context.Context, p []byte) (int, error) {
 // TryWrite is Write that never waits: when the message does not fit in the
 // free send buffers, or another Write holds them, it sends nothing and
 // returns an error that errors.Is ErrWouldBlock.
-func (c *Conn) TryWrite(p []byte) (int, error) { return c.send.writeWaiting(nil, p, true) }
+func (c *Conn) TryWrite(p []byte) (int, error) {
+	return c.send.writeWaiting(context.Background(), p, true)
+}
 
 // Flush sends the current page of a HighThroughput connection now, without
 // waiting for it to fill. It does not wait for the page to be delivered.
@@ -300,7 +302,7 @@ func (c *Conn) Read(p []byte) (int, error) { return c.recv.read(p) }
 // io.ErrShortBuffer (wrapped) and MessageLen, AppendMessage or
 // NextMessage can take it. If Read has consumed part of a message,
 // ReadMessage returns the rest.
-func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(nil, p) }
+func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(context.Background(), p) }
 
 // ReadMessageContext is ReadMessage bounded by ctx as well as by the read
 // deadline. When ctx ends first it returns a *net.OpError wrapping
@@ -315,15 +317,7 @@ func (c *Conn) ReadMessageContext(ctx context.Context, p []byte) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, c.opError("read", err)
 	}
-	return c.recv.readMessage(waitContext(ctx), p)
-}
-
-// waitContext is ctx for a wait, or nil when ctx can never end.
-func waitContext(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		return nil
-	}
-	return ctx
+	return c.recv.readMessage(ctx, p)
 }
 
 // AppendMessage reads one whole message, appends it to dst and returns the
@@ -341,7 +335,7 @@ func (c *Conn) MessageLen() (int, error) { return c.recv.messageLen() }
 // (it did not fit what was left of one) is joined in a spare
 // buffer that Release recycles, so the steady state allocates nothing.
 // If Read has consumed part of a message, NextMessage returns the rest.
-func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage(nil) }
+func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage(context.Background()) }
 
 // NextMessageContext is NextMessage bounded by ctx as well as by the read
 // deadline, with ReadMessageContext's errors: a *net.OpError wrapping
@@ -351,7 +345,7 @@ func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
 	if err := ctx.Err(); err != nil {
 		return Message{}, c.opError("read", err)
 	}
-	return c.recv.nextMessage(waitContext(ctx))
+	return c.recv.nextMessage(ctx)
 }
 
 // Next returns the next message without copying it: the slice points into

@@ -92,7 +92,7 @@ func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 		pl.unlock()
 		return pl.stopped()
 	}
-	_, err := s.writeLocked(nil, msg, true)
+	_, err := s.writeLocked(context.Background(), msg, true)
 	if policy == Block && errors.Is(err, ErrWouldBlock) {
 		pl.noteFull()
 		pl.unlock()
@@ -143,7 +143,7 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 		return pl.stopped() != offerStranded
 	}
 	if policy != Block {
-		_, err := s.writeLocked(nil, msg, true)
+		_, err := s.writeLocked(context.Background(), msg, true)
 		pl.unlock()
 		pl.written(err)
 		return true
