@@ -66,7 +66,7 @@ func newConnManager(e *engine) (*connManager, error) {
 		// The loop's goroutine is locked to this thread for its life. On
 		// Linux the nice value is the thread's; raising it needs no
 		// privilege, and a failure only leaves it at the process's.
-		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), connManagerNice)
+		unix.Setpriority(unix.PRIO_PROCESS, gettid(), connManagerNice)
 	}})
 	if err != nil {
 		return nil, err
