@@ -470,7 +470,10 @@ func WithPollFor(d time.Duration) Option {
 // result. The key is not read here (resolveKey).
 func buildConfig(opts []Option) (Config, error) {
 	var c Config
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, nilOption(i)
+		}
 		if err := o(&c); err != nil {
 			return c, err
 		}

@@ -146,6 +146,9 @@ func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.E
 func ListenPublisher(network, address string, opts ...Option) (*Publisher, error) {
 	var raw Config
 	for _, o := range opts {
+		if o == nil {
+			break // listen reports it
+		}
 		if err := o(&raw); err != nil {
 			break // listen reports it
 		}
