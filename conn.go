@@ -78,6 +78,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	h := half{side: c, closed: &c.closed, stats: &c.stats, l: l, pollFor: c.pollFor}
 	c.send = sender{half: h, q: &l.tx, gate: newSendGate()}
 	c.recv = receiver{half: h, q: &l.rx, slot: -1}
+	tracked.conns.add(c)
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
 	}

@@ -44,6 +44,7 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 	if err != nil {
 		return nil, err
 	}
+	tracked.listeners.add(l)
 	return l, nil
 }
 

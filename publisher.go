@@ -181,6 +181,7 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 	rand.Read(b[:])
 	p.incarnation = binary.LittleEndian.Uint64(b[:])
 	p.links.Store(&[]*pubLink{})
+	tracked.publishers.add(p)
 	return p, nil
 }
 
