@@ -3,6 +3,7 @@ package netio
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"strings"
@@ -175,6 +176,12 @@ type Config struct {
 	// process while it runs. It may call Write: when the peer has no room,
 	// Write returns ErrWouldBlock there instead of waiting.
 	OnMessage func(c *Conn, msg []byte)
+	// Logger, if not nil, is told of connection-level events: set-up
+	// failures, connections that fail (a peer that timed out among them),
+	// requests a listener rejects, subscribers cut loose as slow. It is
+	// called from a goroutine of netio's, never on a path that moves
+	// messages. nil (the zero value): no logging.
+	Logger *slog.Logger
 }
 
 // Policy is what a subscription does when its subscriber is slower than

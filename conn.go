@@ -126,6 +126,7 @@ func (c *Conn) up(*link) {
 }
 
 func (c *Conn) setupFailed(l *link) {
+	logSetupFailed(c.cfg.Logger, c.network, c.remote, l.life.err)
 	if c.listener != nil {
 		c.listener.onFailed(c)
 	}
@@ -133,7 +134,10 @@ func (c *Conn) setupFailed(l *link) {
 
 // ended: the user finds out through reads and writes, and closes; writers
 // look from now on.
-func (c *Conn) ended(*link) { c.send.gate.stop() }
+func (c *Conn) ended(l *link) {
+	c.send.gate.stop()
+	logEnded(c.cfg.Logger, c.network, c.local, c.remote, l.life.err)
+}
 
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)

@@ -191,8 +191,10 @@ func (w *listenWatch) request(ev *ofi.Event) {
 		if !a.closed.Load() {
 			if string(reject) == rejectAuthMarker {
 				a.stats.rejectedAuth.Add(1)
+				logRejected(a.logger, a.network, a.addr, "wrong key")
 			} else {
 				a.stats.rejectedPeer.Add(1)
+				logRejected(a.logger, a.network, a.addr, "bad request")
 			}
 		}
 		w.q.Reject(ev.Info, reject)
