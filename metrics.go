@@ -91,7 +91,7 @@ type counters struct {
 // Publisher and Subscription of the process, as their Stats methods
 // report them now.
 func readMetrics() counters {
-	var m counters
+	m := counters{Conns: []connMetrics{}, Listeners: []listenerMetrics{}, Publishers: []publisherMetrics{}, Subscriptions: []subscriptionMetrics{}}
 	for _, c := range tracked.conns.open(func(c *Conn) bool { return c.closed.Load() }) {
 		m.Conns = append(m.Conns, connMetrics{c.network, c.local.String(), c.remote.String(), c.Stats()})
 	}
