@@ -11,7 +11,7 @@ endif
 # apt-get needs root; use sudo only when we are not root and it exists.
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
 
-.PHONY: deps demo test test-hosts bench compare fuzz soak
+.PHONY: deps demo test test-portable test-hosts bench compare fuzz soak
 
 # netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
 # shows which providers this machine has.
@@ -44,7 +44,15 @@ test: deps
 	[ $$plain -eq 0 ] && [ $$profiled -eq 0 ]
 	NETIO_TEST_PROVIDER=sockets go test -race -count=1 -timeout 10m -run '$(SOCKETS_TESTS)' .
 	go run ./cmd/netio demo -provider sockets -duration 1s
+	$(MAKE) --no-print-directory test-portable
 	$(MAKE) --no-print-directory test-hosts
+
+# Without cgo, or for another system, netio compiles and its entry points
+# fail with an error naming what is missing (unsupported_test.go).
+test-portable:
+	CGO_ENABLED=0 go build ./...
+	CGO_ENABLED=0 go test -count=1 -run '^TestUnsupported$$' .
+	GOOS=darwin go vet ./...
 
 # The multi-host tests (hosts/, build tag hosts): processes in network
 # namespaces joined by veth pairs, links cut and impaired. They need root

@@ -3,6 +3,7 @@ package netio
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,7 @@ type acceptor struct {
 	auth    admission
 	owner   acceptorOwner
 	stats   acceptStats
+	logger  *slog.Logger // Config.Logger
 
 	maxConns     int           // Config.MaxConns
 	setupTimeout time.Duration // Config.ConnectTimeout
@@ -178,7 +180,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		return nil, cfg, opErr(err)
 	}
 	ac := &acceptor{eng: eng, cm: cm, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
-		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
+		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{}), logger: cfg.Logger}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(info) }); err != nil {
@@ -249,6 +251,7 @@ func (a *acceptor) screen(data []byte) (hello, []byte) {
 func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
 	if a.stats.conns.Load() >= int64(a.maxConns) {
 		a.stats.rejectedFull.Add(1)
+		logRejected(a.logger, a.network, a.addr, "connection limit reached")
 		return rejectLimitData
 	}
 	return a.owner.admit(req, h)
@@ -262,6 +265,7 @@ func (a *acceptor) affords(lc *linkConfig, h hello) bool {
 		return true
 	}
 	a.stats.rejectedMemory.Add(1)
+	logRejected(a.logger, a.network, a.addr, "registered-memory budget spent")
 	return false
 }
 

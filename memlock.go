@@ -44,14 +44,3 @@ func lockedMemoryError(provider string, need, registered, budget int64, limit ui
 		"the process's registered-memory budget is %d bytes (SetMaxRegisteredMemory), keep it within the limit",
 		ErrMemoryLimit, provider, need, registered, limit, budget)
 }
-
-// canLockAnyMemory reports whether the process holds CAP_IPC_LOCK, with
-// which the kernel pins without bound.
-func canLockAnyMemory() bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[unix.CAP_IPC_LOCK/32].Effective&(1<<(unix.CAP_IPC_LOCK%32)) != 0
-}

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 // UseProfile makes GetInfo apply the named profile ("verbs", or "" for

@@ -568,6 +568,7 @@ type subConfig struct {
 	lim          limits
 	asJSON       bool
 	wait         bool // wait for a publisher that is not up yet
+	extra        []netio.Option
 	out          io.Writer
 	info         io.Writer // subscription lines, gaps, drops
 }
@@ -588,6 +589,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	lim.register(fs, "stop after this many messages (0: no limit)", "stop this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "print each message as a JSON object, and the summary as JSON")
 	wait := fs.Bool("wait", true, "wait for the publisher if it is not up yet (false: fail at once)")
+	obs := registerObserve(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -604,12 +606,17 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	warnProvider(stderr, *provider)
+	extra, stopObs, err := obs.start(stderr)
+	if err != nil {
+		return failed(stderr, "sub", err)
+	}
+	defer stopObs()
 	ctx, stop := interruptible(stderr, "sub")
 	defer stop()
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	res, err := runSub(ctx, subConfig{
 		provider: *provider, to: *to, key: key, mode: *mode, policy: netio.Policy(policy), buffer: *buffer, tags: tags,
-		lim: lim, asJSON: *asJSON, wait: *wait, out: out, info: stderr,
+		lim: lim, asJSON: *asJSON, wait: *wait, out: out, info: stderr, extra: extra,
 	})
 	out.Flush()
 	return report(ctx, stdout, stderr, "sub", *asJSON, res, err, printSub)
@@ -621,6 +628,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 func subscribe(ctx context.Context, cfg subConfig) (*netio.Subscription, error) {
 	opts := append(cfg.mode.options(), netio.WithPolicy(cfg.policy))
 	opts = append(opts, cfg.key.options()...)
+	opts = append(opts, cfg.extra...)
 	if cfg.buffer > 0 {
 		opts = append(opts, netio.WithSubscriptionBuffer(cfg.buffer))
 	}
