@@ -3,6 +3,8 @@ package ofi_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,6 +230,19 @@ func (n *rdmNode) at(c ofi.TaggedCompletion, off int) []byte {
 	return n.region.Bytes()[off : off+int(c.Len)]
 }
 
+// window posts count tagged receives of 1 MiB for tag, with tokens from
+// base, at offsets from off.
+func (n *rdmNode) window(tb testing.TB, tag, base uint64, count, off int) {
+	tb.Helper()
+	var segs []ofi.RDMSegment
+	for i := 0; i < count; i++ {
+		segs = append(segs, ofi.RDMSegment{Offset: uint64(off + i*mib), Len: mib, Token: base + uint64(i), Tag: tag, Peer: ofi.AddrUnspec})
+	}
+	if k, err := n.ep.PostTaggedRecv(n.region, segs); err != nil || k != count {
+		tb.Fatalf("PostTaggedRecv: %d %v", k, err)
+	}
+}
+
 func forEachRDM(t *testing.T, f func(t *testing.T, h ofi.RDMHints)) {
 	for _, h := range rdmProviders {
 		t.Run(h.Provider, func(t *testing.T) { f(t, h) })
@@ -362,21 +377,11 @@ func TestRDMHelloAndTagged(t *testing.T) {
 		l, d := openRDM(t, h, 64), openRDM(t, h, 64)
 		both := []*rdmNode{l, d}
 		const link, other = 7, 8
-		window := func(n *rdmNode, tag uint64, base uint64, count int, firstOff int) {
-			t.Helper()
-			var segs []ofi.RDMSegment
-			for i := 0; i < count; i++ {
-				segs = append(segs, ofi.RDMSegment{Offset: uint64(firstOff + i*mib), Len: mib, Token: base + uint64(i), Tag: tag, Peer: ofi.AddrUnspec})
-			}
-			if k, err := n.ep.PostTaggedRecv(n.region, segs); err != nil || k != count {
-				t.Fatalf("PostTaggedRecv: %d %v", k, err)
-			}
-		}
 		// The listener's hello window: untagged, any sender.
 		if _, err := l.ep.PostRecv(l.region, []ofi.RDMSegment{{Offset: 0, Len: 4096, Token: 1, Peer: ofi.AddrUnspec}}); err != nil {
 			t.Fatal(err)
 		}
-		window(d, link, 70, 3, 1*mib)
+		d.window(t, link, 70, 3, 1*mib)
 
 		toL, err := ofi.ParseAddress(l.name.String())
 		if err != nil {
@@ -414,8 +419,8 @@ func TestRDMHelloAndTagged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		window(l, link, 70, 3, 1*mib)
-		window(l, other, 80, 1, 4*mib)
+		l.window(t, link, 70, 3, 1*mib)
+		l.window(t, other, 80, 1, 4*mib)
 
 		// Listener to dialer: inline, just above the inject size, 1 MiB.
 		inject := l.info.InjectSize()
@@ -527,4 +532,110 @@ func TestRDMEndpointFromMSGInfo(t *testing.T) {
 		ep.Close()
 		t.Error("OpenRDMEndpoint accepted an FI_EP_MSG entry")
 	}
+}
+
+// rdmPeerEnv passes the parent's address to TestRDMShmChild.
+const rdmPeerEnv = "NETIO_TEST_RDM_PEER"
+
+// TestRDMShmTwoProcesses runs the set-up and exchange of
+// TestRDMHelloAndTagged between two processes on shm: this one listens,
+// a child (this test binary, running TestRDMShmChild) dials and echoes
+// every message back.
+func TestRDMShmTwoProcesses(t *testing.T) {
+	l := openRDM(t, ofi.RDMHints{Provider: "shm"}, 64)
+	if _, err := l.ep.PostRecv(l.region, []ofi.RDMSegment{{Len: 4096, Token: 1, Peer: ofi.AddrUnspec}}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRDMShmChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), rdmPeerEnv+"="+l.name.String())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if t.Failed() {
+			cmd.Process.Kill()
+			<-done
+			t.Logf("child's output:\n%s", out.String())
+		}
+	}()
+
+	cs, _ := l.await(t, nil, 1)
+	tagText, addrText, _ := strings.Cut(string(l.at(cs[0], 0)), " ")
+	tag, err := strconv.ParseUint(tagText, 10, 64)
+	if err != nil {
+		t.Fatalf("hello %q", l.at(cs[0], 0))
+	}
+	a, err := ofi.ParseAddress(addrText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := l.av.Insert(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.window(t, tag, 70, 3, 1*mib)
+	inject := l.info.InjectSize()
+	sizes := []int{64, inject + 1, mib}
+	var segs []ofi.RDMSegment
+	var sendTokens []uint64
+	for i, size := range sizes {
+		segs = append(segs, l.put(5*mib+[]int{0, 8192, mib}[i], patterned(size, i), uint64(10+i), fd, tag))
+		if size > inject {
+			sendTokens = append(sendTokens, uint64(10+i))
+		}
+	}
+	l.send(t, nil, true, segs, inject)
+	l.await(t, nil, sendTokens...)
+	cs, _ = l.await(t, nil, 70, 71, 72)
+	for i, c := range cs {
+		if c.Tag != tag || int(c.Len) != sizes[i] || !bytes.Equal(l.at(c, (1+i)*mib), patterned(sizes[i], i)) {
+			t.Errorf("echo %d: tag %d, %d bytes, want tag %d and the %d bytes sent", i, c.Tag, c.Len, tag, sizes[i])
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("child: %v\n%s", err, out.String())
+		}
+	case <-time.After(hangTimeout):
+		t.Error("child did not exit")
+	}
+}
+
+// TestRDMShmChild is the dialing side of TestRDMShmTwoProcesses.
+func TestRDMShmChild(t *testing.T) {
+	peer := os.Getenv(rdmPeerEnv)
+	if peer == "" {
+		t.Skip("run by TestRDMShmTwoProcesses")
+	}
+	const link = 9
+	d := openRDM(t, ofi.RDMHints{Provider: "shm"}, 64)
+	d.window(t, link, 70, 3, 1*mib)
+	a, err := ofi.ParseAddress(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := d.av.Insert(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := []byte(strconv.Itoa(link) + " " + d.name.String())
+	d.send(t, nil, false, []ofi.RDMSegment{d.put(6*mib, hello, 2, fl, 0)}, 0)
+	d.await(t, nil, 2)
+	cs, _ := d.await(t, nil, 70, 71, 72)
+	inject := d.info.InjectSize()
+	var segs []ofi.RDMSegment
+	var sendTokens []uint64
+	for i, c := range cs {
+		segs = append(segs, ofi.RDMSegment{Offset: uint64((1 + i) * mib), Len: c.Len, Token: uint64(10 + i), Peer: fl, Tag: link})
+		if int(c.Len) > inject {
+			sendTokens = append(sendTokens, uint64(10+i))
+		}
+	}
+	d.send(t, nil, true, segs, inject)
+	d.await(t, nil, sendTokens...)
 }
