@@ -38,8 +38,10 @@ const rdmMRMode = supportedMRMode | C.FI_MR_ENDPOINT
 
 // rdmModes are the modes netio honours on RDM endpoints: every operation
 // that completes carries a context of its own in C memory (FI_CONTEXT,
-// FI_CONTEXT2), and receives are always posted (FI_RX_CQ_DATA).
-const rdmModes = C.FI_CONTEXT | C.FI_CONTEXT2 | C.FI_RX_CQ_DATA
+// FI_CONTEXT2: psm2, psm3, opx), receives are always posted
+// (FI_RX_CQ_DATA), and no operation passes an iovec array, so none has to
+// outlive its call (FI_ASYNC_IOV: opx).
+const rdmModes = C.FI_CONTEXT | C.FI_CONTEXT2 | C.FI_RX_CQ_DATA | C.FI_ASYNC_IOV
 
 // GetRDMInfo asks libfabric for reliable-datagram endpoints with message
 // and tagged-message capabilities, send-after-send ordering, an address

@@ -63,15 +63,21 @@ func (d *Domain) OpenRDMCQ(size, contexts int) (*RDMCQ, error) {
 	}
 	q := &RDMCQ{fd: -1}
 	ret := C.netio_rdm_cq_open(d.c, C.size_t(size), C.FI_WAIT_FD, &q.c)
-	if ret == -C.FI_ENOSYS {
-		ret = C.netio_rdm_cq_open(d.c, C.size_t(size), C.FI_WAIT_NONE, &q.c)
-	} else if ret == 0 {
+	if ret == 0 {
 		var fd C.int
-		if err := check("fi_control(FI_GETWAIT)", C.netio_getwait_fd(&q.c.fid, &fd)); err != nil {
+		if C.netio_getwait_fd(&q.c.fid, &fd) == 0 {
+			q.fd = int(fd)
+		} else {
+			// Opened, but without a descriptor to give (a provider that
+			// ignores wait_obj): start again without one.
 			C.netio_close(&q.c.fid)
-			return nil, err
+			ret = -C.FI_ENOSYS
 		}
-		q.fd = int(fd)
+	}
+	if ret == -C.FI_ENOSYS || ret == -C.FI_EINVAL || ret == -C.FI_EOPNOTSUPP {
+		// shm (and efa with its shm transfers) refuse FI_WAIT_FD; a real
+		// mistake in the attributes fails again here.
+		ret = C.netio_rdm_cq_open(d.c, C.size_t(size), C.FI_WAIT_NONE, &q.c)
 	}
 	if err := check("fi_cq_open", ret); err != nil {
 		return nil, err
