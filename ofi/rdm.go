@@ -232,22 +232,38 @@ func (e *RDMEndpoint) post(op C.int, name string, r *Region, segs []RDMSegment, 
 // Cancel asks the provider to cancel every operation of the endpoint still
 // in flight with token (a link's receive window when the link closes). Each
 // completes later as an ECANCELED error entry, or normally if it finished
-// first. It returns how many operations it found.
+// first. It returns how many operations it found. Read those entries
+// before closing the endpoint (see Close). Sends are not cancelled on shm.
 func (e *RDMEndpoint) Cancel(token uint64) int {
 	if e.c == nil {
 		return 0
 	}
-	return int(C.netio_rdm_cancel(e.c, e.cq.arena, C.uint64_t(token)))
+	return int(C.netio_rdm_cancel(e.c, e.cq.arena, C.uint64_t(token), 0))
 }
 
-// Close closes the endpoint. Its operations still in flight hold context
-// slots of the completion queue until their completions are read; the
-// queue must be drained before it is closed.
+// InFlight is how many operations posted on the endpoint hold a context
+// slot: their completion has not been read yet.
+func (e *RDMEndpoint) InFlight() int {
+	if e.c == nil {
+		return 0
+	}
+	return int(C.netio_rdm_in_flight(e.cq.arena, e.c))
+}
+
+// Close closes the endpoint. Operations still in flight keep their
+// context slots, counted by RDMCQ.Orphaned, until the provider reports
+// them: shm reports posted receives as ECANCELED on later reads;
+// tcp;ofi_rxm reports nothing, nor does shm for a send to a peer that died,
+// and those slots stay taken until the queue is closed. To get a link's
+// receives back, Cancel them and read their ECANCELED entries before
+// closing: on tcp;ofi_rxm, closing with cancellations not yet read crashed
+// inside the provider.
 func (e *RDMEndpoint) Close() error {
 	if e.c == nil {
 		return nil
 	}
 	err := check("fi_close(ep)", C.netio_close(&e.c.fid))
+	C.netio_rdm_orphan(e.cq.arena, e.c)
 	e.c = nil
 	return err
 }

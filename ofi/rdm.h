@@ -37,6 +37,7 @@ static inline int netio_info_ep_type(struct fi_info *i) { return i->ep_attr->typ
 typedef struct {
 	struct fi_context2 ctx; // first: the op context points here
 	uint64_t token;
+	struct fid_ep *owner; // the endpoint the operation was posted on
 	uint32_t next; // free list link
 	uint32_t used;
 } netio_slot;
@@ -65,11 +66,12 @@ static inline void netio_arena_free(netio_arena *a) {
 	free(a);
 }
 
-static inline netio_slot *netio_slot_get(netio_arena *a, uint64_t token) {
+static inline netio_slot *netio_slot_get(netio_arena *a, struct fid_ep *owner, uint64_t token) {
 	if (a->free_head == NETIO_NO_SLOT) return NULL;
 	netio_slot *s = &a->slots[a->free_head];
 	a->free_head = s->next;
 	s->token = token;
+	s->owner = owner;
 	s->used = 1;
 	a->in_use++;
 	return s;
@@ -136,7 +138,7 @@ static inline netio_post_result netio_rdm_post(struct fid_ep *ep, netio_arena *a
 			if (r.ret) break;
 			continue;
 		}
-		netio_slot *slot = netio_slot_get(a, s->token);
+		netio_slot *slot = netio_slot_get(a, ep, s->token);
 		if (!slot) { r.ret = -FI_EAGAIN; break; }
 		switch (op) {
 		case NETIO_OP_RECV: r.ret = fi_recv(ep, buf, s->len, desc, s->peer, slot); break;
@@ -150,17 +152,38 @@ static inline netio_post_result netio_rdm_post(struct fid_ep *ep, netio_arena *a
 }
 
 // netio_rdm_cancel cancels every operation of ep still in flight with
-// token; each completes later as an FI_ECANCELED error entry (or normally,
-// if it finished first). Returns how many were asked to cancel.
-static inline int netio_rdm_cancel(struct fid_ep *ep, netio_arena *a, uint64_t token) {
+// token (every one, if all is set); each completes later as an
+// FI_ECANCELED error entry (or normally, if it finished first). Returns how
+// many were asked to cancel.
+static inline int netio_rdm_cancel(struct fid_ep *ep, netio_arena *a, uint64_t token, int all) {
 	int k = 0;
 	for (uint32_t i = 0; i < a->n; i++) {
 		netio_slot *s = &a->slots[i];
-		if (s->used && s->token == token) {
+		if (s->used && s->owner == ep && (all || s->token == token)) {
 			fi_cancel(&ep->fid, s);
 			k++;
 		}
 	}
+	return k;
+}
+
+// netio_rdm_in_flight counts the slots held by operations of ep (NULL:
+// of endpoints already closed).
+static inline uint32_t netio_rdm_in_flight(netio_arena *a, struct fid_ep *ep) {
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < a->n; i++)
+		if (a->slots[i].used && a->slots[i].owner == ep) k++;
+	return k;
+}
+
+// netio_rdm_orphan marks the slots of a closed endpoint as no one's: they
+// stay taken until a completion names them (a provider may report the
+// cancelled operations of a closed endpoint on a later read), and no new
+// endpoint opened at the same address can claim them.
+static inline uint32_t netio_rdm_orphan(netio_arena *a, struct fid_ep *ep) {
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < a->n; i++)
+		if (a->slots[i].used && a->slots[i].owner == ep) { a->slots[i].owner = NULL; k++; }
 	return k;
 }
 

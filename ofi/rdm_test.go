@@ -639,3 +639,38 @@ func TestRDMShmChild(t *testing.T) {
 	d.send(t, nil, true, segs, inject)
 	d.await(t, nil, sendTokens...)
 }
+
+// TestRDMCloseWithReceivesPosted: receives still posted when an endpoint
+// closes hold their context slots as orphans until the provider reports
+// them (shm does, as ECANCELED; tcp;ofi_rxm never does).
+func TestRDMCloseWithReceivesPosted(t *testing.T) {
+	forEachRDM(t, func(t *testing.T, h ofi.RDMHints) {
+		n := openRDM(t, h, 64)
+		n.window(t, 5, 1, 3, 0)
+		if got := n.ep.InFlight(); got != 3 {
+			t.Fatalf("endpoint in flight %d, want 3", got)
+		}
+		if err := n.ep.Close(); err != nil {
+			t.Fatal(err)
+		}
+		n.ep = nil
+		if got := n.cq.Orphaned(); got != 3 {
+			t.Fatalf("orphaned %d after close, want 3", got)
+		}
+		if h.Provider != "shm" {
+			return
+		}
+		deadline := time.Now().Add(hangTimeout)
+		for len(n.errs) < 3 && time.Now().Before(deadline) {
+			n.poll(t)
+		}
+		for _, e := range n.errs {
+			if !errors.Is(e.Err, ofi.ECANCELED) || e.Token < 1 || e.Token > 3 {
+				t.Errorf("token %d: %v", e.Token, e.Err)
+			}
+		}
+		if len(n.errs) != 3 || n.cq.Orphaned() != 0 || n.cq.InFlight() != 0 {
+			t.Errorf("%d cancellations read; orphaned %d, in flight %d", len(n.errs), n.cq.Orphaned(), n.cq.InFlight())
+		}
+	})
+}

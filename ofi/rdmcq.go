@@ -102,6 +102,16 @@ func (q *RDMCQ) FD() int { return q.fd }
 // completion has not been read.
 func (q *RDMCQ) InFlight() int { return int(q.arena.in_use) }
 
+// Orphaned is how many context slots are held by operations of endpoints
+// already closed, whose completions have not been read (and on some
+// providers never will be).
+func (q *RDMCQ) Orphaned() int {
+	if q.arena == nil {
+		return 0
+	}
+	return int(C.netio_rdm_in_flight(q.arena, nil))
+}
+
 // Read reads up to len(out) completions in one call; 0 with a nil error
 // means the queue is empty. It also drives the provider's progress. When
 // an error entry is at the head of the queue it returns EAVAIL (wrapped in
