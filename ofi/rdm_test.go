@@ -674,3 +674,38 @@ func TestRDMCloseWithReceivesPosted(t *testing.T) {
 		}
 	})
 }
+
+// TestRDMTruncatedHello: a hello longer than the listener's hello buffer
+// (network input) fails that one receive as truncated; the endpoint keeps
+// working for the next sender. The oversized message stays within shm's
+// inject size: one larger made shm 1.17's progress spin for ever inside
+// fi_cq_read on the receiving side.
+func TestRDMTruncatedHello(t *testing.T) {
+	forEachRDM(t, func(t *testing.T, h ofi.RDMHints) {
+		l, d := openRDM(t, h, 64), openRDM(t, h, 64)
+		both := []*rdmNode{l, d}
+		hellos := []ofi.RDMSegment{{Len: 256, Token: 1, Peer: ofi.AddrUnspec}, {Offset: 4096, Len: 256, Token: 2, Peer: ofi.AddrUnspec}}
+		if _, err := l.ep.PostRecv(l.region, hellos); err != nil {
+			t.Fatal(err)
+		}
+		fl, err := d.av.Insert(l.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.send(t, both, false, []ofi.RDMSegment{d.put(mib, patterned(300, 1), 10, fl, 0)}, 0)
+		deadline := time.Now().Add(hangTimeout)
+		for len(l.errs) == 0 && time.Now().Before(deadline) {
+			l.poll(t)
+			d.poll(t)
+		}
+		if len(l.errs) != 1 || l.errs[0].Token != 1 || !errors.Is(l.errs[0].Err, ofi.ETRUNC) {
+			t.Fatalf("oversized hello: %+v, want one ETRUNC for token 1", l.errs)
+		}
+		l.errs = nil
+		d.send(t, both, false, []ofi.RDMSegment{d.put(2*mib, []byte("fits"), 11, fl, 0)}, 0)
+		cs, _ := l.await(t, both, 2)
+		if got := string(l.at(cs[0], 4096)); got != "fits" {
+			t.Errorf("next hello %q", got)
+		}
+	})
+}

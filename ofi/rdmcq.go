@@ -171,6 +171,9 @@ func (q *RDMCQ) ReadError(e *TaggedCompletionError) (bool, error) {
 	if n < 0 {
 		return false, &Error{Op: "fi_cq_readerr", Err: Errno(-n)}
 	}
+	if er < 0 {
+		er = -er // shm 1.17 reports a truncation as -FI_ETRUNC
+	}
 	*e = TaggedCompletionError{Tag: uint64(tag), CompletionError: CompletionError{
 		Token: uint64(tok), Flags: uint64(flags), Len: uint64(length),
 		AsyncError: AsyncError{Err: Errno(er), ProvErrno: int(pe)}}}
