@@ -67,11 +67,13 @@ func (a Address) String() string {
 	case AddrFormatStr:
 		return strings.TrimRight(a.raw, "\x00")
 	case AddrFormatSockaddrIn, AddrFormatSockaddrIn6:
-		if ap, ok := a.AddrPort(); ok {
+		if a.check() == nil {
+			b := []byte(a.raw)
+			port := strconv.Itoa(int(binary.BigEndian.Uint16(b[2:4])))
 			if a.format == AddrFormatSockaddrIn {
-				return "fi_sockaddr_in://" + ap.String()
+				return "fi_sockaddr_in://" + netip.AddrFrom4([4]byte(b[4:8])).String() + ":" + port
 			}
-			return "fi_sockaddr_in6://[" + ap.Addr().String() + "]:" + strconv.Itoa(int(ap.Port()))
+			return "fi_sockaddr_in6://[" + netip.AddrFrom16([16]byte(b[8:24])).String() + "]:" + port
 		}
 	}
 	return "ofi-raw://" + strconv.FormatUint(uint64(a.format), 10) + "/" + hex.EncodeToString([]byte(a.raw))
@@ -100,6 +102,9 @@ func ParseAddress(s string) (Address, error) {
 		if err != nil {
 			return Address{}, fmt.Errorf("ofi: address %q: %v", s, err)
 		}
+		if ap.Addr().Zone() != "" {
+			return Address{}, fmt.Errorf("ofi: address %q: zones are not supported", s)
+		}
 		if scheme == "fi_sockaddr_in" {
 			if !ap.Addr().Is4() {
 				return Address{}, fmt.Errorf("ofi: address %q: not IPv4", s)
@@ -110,6 +115,9 @@ func ParseAddress(s string) (Address, error) {
 			a4 := ap.Addr().As4()
 			copy(b[4:], a4[:])
 			return Address{AddrFormatSockaddrIn, string(b)}, nil
+		}
+		if !ap.Addr().Is6() {
+			return Address{}, fmt.Errorf("ofi: address %q: not IPv6", s)
 		}
 		b := make([]byte, unix.SizeofSockaddrInet6)
 		binary.NativeEndian.PutUint16(b[0:], unix.AF_INET6)
@@ -122,6 +130,10 @@ func ParseAddress(s string) (Address, error) {
 		format, err := strconv.ParseUint(f, 10, 32)
 		if !ok || err != nil {
 			return Address{}, fmt.Errorf("ofi: address %q: want ofi-raw://<format>/<hex>", s)
+		}
+		switch AddrFormat(format) {
+		case AddrFormatSockaddrIn, AddrFormatSockaddrIn6, AddrFormatStr:
+			return Address{}, fmt.Errorf("ofi: address %q: format %d has its own text form", s, format)
 		}
 		b, err := hex.DecodeString(h)
 		if err != nil || len(b) == 0 {
@@ -187,12 +199,11 @@ func (a Address) check() error {
 			return fmt.Errorf("ofi: string address %q is not one NUL-terminated string", a.raw)
 		}
 	case AddrFormatSockaddrIn, AddrFormatSockaddrIn6:
-		size := unix.SizeofSockaddrInet4
+		size, family := unix.SizeofSockaddrInet4, uint16(unix.AF_INET)
 		if a.format == AddrFormatSockaddrIn6 {
-			size = unix.SizeofSockaddrInet6
+			size, family = unix.SizeofSockaddrInet6, unix.AF_INET6
 		}
-		ap, ok := a.AddrPort()
-		if !ok || len(a.raw) != size || ap.Addr().Is4() != (a.format == AddrFormatSockaddrIn) {
+		if len(a.raw) != size || binary.NativeEndian.Uint16([]byte(a.raw[:2])) != family {
 			return fmt.Errorf("ofi: malformed socket address %x", a.raw)
 		}
 	}

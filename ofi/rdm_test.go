@@ -709,3 +709,21 @@ func TestRDMTruncatedHello(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParseAddress: an address string comes from the network (a peer's
+// hello); whatever parses prints back to the same address.
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"fi_sockaddr_in://127.0.0.1:5000", "fi_sockaddr_in6://[::1]:5000", "fi_shm://1234:0:0", "ofi-raw://22/0a0b0c", "x://", "fi_sockaddr_in6://[::ffff:1.2.3.4]:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ofi.ParseAddress(s)
+		if err != nil {
+			return
+		}
+		b, err := ofi.ParseAddress(a.String())
+		if err != nil || b != a {
+			t.Fatalf("%q parsed to %x (format %d), printed %q, parsed back to %x: %v", s, a.Bytes(), a.Format(), a.String(), b.Bytes(), err)
+		}
+	})
+}
