@@ -91,6 +91,10 @@ func (d *Domain) OpenRDMCQ(size, contexts int) (*RDMCQ, error) {
 
 func (q *RDMCQ) fid() uintptr { return uintptr(unsafe.Pointer(&q.c.fid)) }
 
+// accepts reports that testing the queue never accepts connections: a
+// completion queue makes no descriptors when fi_trywait tests it.
+func (q *RDMCQ) accepts() bool { return false }
+
 // HasFD reports whether the queue has a wait descriptor. A queue without
 // one must not be put in a WaitList: the reactor polls it instead.
 func (q *RDMCQ) HasFD() bool { return q.fd >= 0 }
