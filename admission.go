@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // Admission with a pre-shared key (Config.Key). A peer that the listener
@@ -22,7 +24,7 @@ import (
 // private data, on the reactor, before the acceptor makes any endpoint or
 // posts any buffer for it.
 //
-// A keyed hello carries flagKeyed in byte 7 (zero in every hello before
+// A keyed hello carries wire.FlagKeyed in byte 7 (zero in every hello before
 // keys, so a keyless hello is exactly what it was and the protocol level
 // stays 1) and an authenticator after the 24 bytes of the hello:
 //
@@ -47,31 +49,16 @@ import (
 // recorded request cannot be used again. Hosts therefore need clocks
 // within authWindow of each other.
 const (
-	flagKeyed = 1 // byte 7 of a hello: an authenticator follows
-
 	minKeySize = 16
 	maxKeySize = 64
 
 	// authWindow is how far a request's time may be from the listener's
 	// clock, either way: long enough for loosely synchronised hosts and a
 	// slow set-up, short enough that the replay record stays small.
-	authWindow   = 30 * time.Second
-	authTimeSize = 8
-	authNonce    = 4
-	authMACSize  = 16
-	// authTrailer is what follows the hello in a keyed request.
-	authTrailer = authTimeSize + authNonce + authMACSize
-	authReqSize = helloSize + authTrailer
-	authAccSize = helloSize + authMACSize
+	authWindow = 30 * time.Second
 )
 
-// rejectAuthMarker rejects a request that failed admission: no key where
-// the listener has one, a key where it has none, a wrong key, a stale
-// time, a replay. The dialer is not told which, as a guessing peer should
-// learn nothing; its error says what it can check.
-const rejectAuthMarker = "NTIO-REJECT-AUTH"
-
-var rejectAuthData = []byte(rejectAuthMarker)
+var rejectAuthData = []byte(wire.RejectAuthMarker)
 
 var (
 	labelRequest = []byte("NTIO-REQ")
@@ -98,13 +85,13 @@ func WithKey(key []byte) Option {
 }
 
 // authMAC is the truncated HMAC of label and parts under key.
-func authMAC(key, label []byte, parts ...[]byte) [authMACSize]byte {
+func authMAC(key, label []byte, parts ...[]byte) [wire.AuthMACSize]byte {
 	m := hmac.New(sha256.New, key)
 	m.Write(label)
 	for _, p := range parts {
 		m.Write(p)
 	}
-	var out [authMACSize]byte
+	var out [wire.AuthMACSize]byte
 	copy(out[:], m.Sum(nil))
 	return out
 }
@@ -112,28 +99,28 @@ func authMAC(key, label []byte, parts ...[]byte) [authMACSize]byte {
 // sealRequest is the private data of a connection request: h, and with a
 // key its authenticator at now. auth is the trailer the accept must be
 // bound to.
-func sealRequest(key []byte, h hello, now time.Time) (data []byte, auth [authTrailer]byte) {
+func sealRequest(key []byte, h wire.Hello, now time.Time) (data []byte, auth [wire.AuthTrailer]byte) {
 	if len(key) == 0 {
-		return h.marshal(), auth
+		return h.Marshal(), auth
 	}
-	h.flags |= flagKeyed
-	data = append(h.marshal(), make([]byte, authTrailer)...)
-	binary.LittleEndian.PutUint64(data[helloSize:], uint64(now.UnixNano()))
-	rand.Read(data[helloSize+authTimeSize : helloSize+authTimeSize+authNonce])
-	mac := authMAC(key, labelRequest, data[:authReqSize-authMACSize])
-	copy(data[authReqSize-authMACSize:], mac[:])
-	copy(auth[:], data[helloSize:])
+	h.Flags |= wire.FlagKeyed
+	data = append(h.Marshal(), make([]byte, wire.AuthTrailer)...)
+	binary.LittleEndian.PutUint64(data[wire.HelloSize:], uint64(now.UnixNano()))
+	rand.Read(data[wire.HelloSize+wire.AuthTimeSize : wire.HelloSize+wire.AuthTimeSize+wire.AuthNonceSize])
+	mac := authMAC(key, labelRequest, data[:wire.AuthRequestSize-wire.AuthMACSize])
+	copy(data[wire.AuthRequestSize-wire.AuthMACSize:], mac[:])
+	copy(auth[:], data[wire.HelloSize:])
 	return data, auth
 }
 
 // sealAccept is the private data of the accept answering a request whose
 // trailer is reqAuth: h, and with a key the proof that this side holds it.
-func sealAccept(key []byte, h hello, reqAuth [authTrailer]byte) []byte {
+func sealAccept(key []byte, h wire.Hello, reqAuth [wire.AuthTrailer]byte) []byte {
 	if len(key) == 0 {
-		return h.marshal()
+		return h.Marshal()
 	}
-	h.flags |= flagKeyed
-	data := h.marshal()
+	h.Flags |= wire.FlagKeyed
+	data := h.Marshal()
 	mac := authMAC(key, labelAccept, data, reqAuth[:])
 	return append(data, mac[:]...)
 }
@@ -168,15 +155,15 @@ func errAuth(key []byte) error {
 // openAccept checks, with a key, the listener's proof in the accept data,
 // for the request whose trailer was reqAuth. Without a key there is
 // nothing to check: an insecure dialer trusts whoever answers.
-func openAccept(key, data []byte, reqAuth [authTrailer]byte) error {
+func openAccept(key, data []byte, reqAuth [wire.AuthTrailer]byte) error {
 	if len(key) == 0 {
 		return nil
 	}
-	if len(data) < authAccSize || data[7]&flagKeyed == 0 {
+	if len(data) < wire.AuthAcceptSize || data[7]&wire.FlagKeyed == 0 {
 		return &authError{reason: "the listener did not prove it holds the key"}
 	}
-	want := authMAC(key, labelAccept, data[:helloSize], reqAuth[:])
-	if !hmac.Equal(want[:], data[helloSize:authAccSize]) {
+	want := authMAC(key, labelAccept, data[:wire.HelloSize], reqAuth[:])
+	if !hmac.Equal(want[:], data[wire.HelloSize:wire.AuthAcceptSize]) {
 		return &authError{reason: "the listener's proof of the key is wrong: it holds another key"}
 	}
 	return nil
@@ -191,10 +178,10 @@ type admission struct {
 var errAdmission = errors.New("netio: request failed admission")
 
 // check admits the request data at now, or returns an error (only for
-// tests and logs: the peer is told nothing more than rejectAuthMarker).
+// tests and logs: the peer is told nothing more than wire.RejectAuthMarker).
 // It returns the request's trailer, for the accept to be bound to.
-func (a *admission) check(data []byte, now time.Time) (auth [authTrailer]byte, err error) {
-	keyed := len(data) >= helloSize && data[7]&flagKeyed != 0
+func (a *admission) check(data []byte, now time.Time) (auth [wire.AuthTrailer]byte, err error) {
+	keyed := len(data) >= wire.HelloSize && data[7]&wire.FlagKeyed != 0
 	if len(a.key) == 0 {
 		if keyed {
 			// A dialer with a key wants a listener that proves it holds
@@ -204,22 +191,22 @@ func (a *admission) check(data []byte, now time.Time) (auth [authTrailer]byte, e
 		}
 		return auth, nil
 	}
-	if !keyed || len(data) < authReqSize {
+	if !keyed || len(data) < wire.AuthRequestSize {
 		return auth, fmt.Errorf("%w: no key", errAdmission)
 	}
-	want := authMAC(a.key, labelRequest, data[:authReqSize-authMACSize])
-	mac := data[authReqSize-authMACSize : authReqSize]
+	want := authMAC(a.key, labelRequest, data[:wire.AuthRequestSize-wire.AuthMACSize])
+	mac := data[wire.AuthRequestSize-wire.AuthMACSize : wire.AuthRequestSize]
 	if !hmac.Equal(want[:], mac) {
 		return auth, fmt.Errorf("%w: wrong key", errAdmission)
 	}
-	t := int64(binary.LittleEndian.Uint64(data[helloSize:]))
+	t := int64(binary.LittleEndian.Uint64(data[wire.HelloSize:]))
 	if d := now.UnixNano() - t; d > int64(authWindow) || d < -int64(authWindow) {
 		return auth, fmt.Errorf("%w: request time %v from this clock", errAdmission, time.Duration(d))
 	}
-	if !a.seen.add([authMACSize]byte(mac), t, now.UnixNano()) {
+	if !a.seen.add([wire.AuthMACSize]byte(mac), t, now.UnixNano()) {
 		return auth, fmt.Errorf("%w: replayed request", errAdmission)
 	}
-	copy(auth[:], data[helloSize:authReqSize])
+	copy(auth[:], data[wire.HelloSize:wire.AuthRequestSize])
 	return auth, nil
 }
 
@@ -245,18 +232,18 @@ const replayCacheSize = 4096
 type replayCache struct {
 	mu    sync.Mutex
 	limit int
-	macs  map[[authMACSize]byte]struct{}
+	macs  map[[wire.AuthMACSize]byte]struct{}
 	byAge replayHeap
 	floor int64 // requests no later than this are refused: forgotten early
 }
 
 func newReplayCache(limit int) *replayCache {
-	return &replayCache{limit: limit, macs: map[[authMACSize]byte]struct{}{}, floor: -1 << 63}
+	return &replayCache{limit: limit, macs: map[[wire.AuthMACSize]byte]struct{}{}, floor: -1 << 63}
 }
 
 // add records mac, of a request at time t (both Unix ns), at now, and
 // reports whether it is new.
-func (c *replayCache) add(mac [authMACSize]byte, t, now int64) bool {
+func (c *replayCache) add(mac [wire.AuthMACSize]byte, t, now int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.byAge) > 0 && c.byAge[0].t < now-int64(authWindow) {
@@ -280,7 +267,7 @@ func (c *replayCache) add(mac [authMACSize]byte, t, now int64) bool {
 
 type replayEntry struct {
 	t   int64
-	mac [authMACSize]byte
+	mac [wire.AuthMACSize]byte
 }
 
 // replayHeap is a min-heap of entries by time.

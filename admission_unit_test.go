@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The authenticator's encoding and checks, without libfabric.
@@ -14,7 +15,7 @@ import (
 var (
 	testKey   = bytes.Repeat([]byte{0x5a}, 32)
 	otherKey  = bytes.Repeat([]byte{0xa5}, 32)
-	testHello = hello{version: protocolLevel, mode: HighThroughput, role: roleConn, window: 8, bufferSize: 1 << 20, maxMessage: 64 << 20}
+	testHello = wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(HighThroughput), Role: wire.RoleConn, Window: 8, BufferSize: 1 << 20, MaxMessage: 64 << 20}
 	testNow   = time.Unix(1_700_000_000, 0)
 )
 
@@ -24,25 +25,25 @@ func testGate(key []byte) *admission {
 
 func TestAuthRequestLayout(t *testing.T) {
 	data, auth := sealRequest(testKey, testHello, testNow)
-	if len(data) != authReqSize || len(data) > 55 {
-		t.Fatalf("keyed request of %d bytes, want %d (and at most the 55 of verbs)", len(data), authReqSize)
+	if len(data) != wire.AuthRequestSize || len(data) > 55 {
+		t.Fatalf("keyed request of %d bytes, want %d (and at most the 55 of verbs)", len(data), wire.AuthRequestSize)
 	}
-	h, err := parseHello(data)
+	h, err := wire.ParseHello(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := testHello
-	want.flags = flagKeyed
-	if diff := cmp.Diff(want, h, cmp.AllowUnexported(hello{})); diff != "" {
+	want.Flags = wire.FlagKeyed
+	if diff := cmp.Diff(want, h, cmp.AllowUnexported(wire.Hello{})); diff != "" {
 		t.Fatalf("hello of a keyed request (-want +got):\n%s", diff)
 	}
-	if !bytes.Equal(auth[:], data[helloSize:]) {
-		t.Fatalf("trailer %x, request ends with %x", auth, data[helloSize:])
+	if !bytes.Equal(auth[:], data[wire.HelloSize:]) {
+		t.Fatalf("trailer %x, request ends with %x", auth, data[wire.HelloSize:])
 	}
 	// Without a key the request is the hello of before keys, byte for byte.
 	plain, _ := sealRequest(nil, testHello, testNow)
-	if !bytes.Equal(plain, testHello.marshal()) || len(plain) != helloSize || plain[7] != 0 {
-		t.Fatalf("keyless request %x, want the plain 24-byte hello %x", plain, testHello.marshal())
+	if !bytes.Equal(plain, testHello.Marshal()) || len(plain) != wire.HelloSize || plain[7] != 0 {
+		t.Fatalf("keyless request %x, want the plain 24-byte hello %x", plain, testHello.Marshal())
 	}
 	// Two requests at the same instant differ in their nonce.
 	again, _ := sealRequest(testKey, testHello, testNow)
@@ -78,10 +79,10 @@ func TestAuthRequestCheck(t *testing.T) {
 		{"key sent to a keyless listener", nil, data, testNow},
 		{"mode changed", testKey, tampered(5), testNow},
 		{"window changed", testKey, tampered(8), testNow},
-		{"time changed", testKey, tampered(helloSize), testNow},
-		{"nonce changed", testKey, tampered(helloSize + authTimeSize), testNow},
-		{"mac changed", testKey, tampered(authReqSize - 1), testNow},
-		{"truncated", testKey, data[:authReqSize-1], testNow},
+		{"time changed", testKey, tampered(wire.HelloSize), testNow},
+		{"nonce changed", testKey, tampered(wire.HelloSize + wire.AuthTimeSize), testNow},
+		{"mac changed", testKey, tampered(wire.AuthRequestSize - 1), testNow},
+		{"truncated", testKey, data[:wire.AuthRequestSize-1], testNow},
 		{"too old", testKey, data, testNow.Add(authWindow + time.Millisecond)},
 		{"from the future", testKey, data, testNow.Add(-authWindow - time.Millisecond)},
 	} {
@@ -126,7 +127,7 @@ func TestReplayCacheBound(t *testing.T) {
 	const limit = 4
 	c := newReplayCache(limit)
 	now := testNow.UnixNano()
-	mac := func(i byte) [authMACSize]byte { return [authMACSize]byte{i} }
+	mac := func(i byte) [wire.AuthMACSize]byte { return [wire.AuthMACSize]byte{i} }
 	for i := byte(0); i < limit; i++ {
 		if !c.add(mac(i), now+int64(i), now) {
 			t.Fatalf("entry %d refused", i)
@@ -164,16 +165,16 @@ func TestReplayCacheBound(t *testing.T) {
 func TestAuthAccept(t *testing.T) {
 	_, auth := sealRequest(testKey, testHello, testNow)
 	listener := testHello
-	listener.window = 16
+	listener.Window = 16
 	acc := sealAccept(testKey, listener, auth)
-	if len(acc) != authAccSize || len(acc) > 55 {
-		t.Fatalf("keyed accept of %d bytes, want %d", len(acc), authAccSize)
+	if len(acc) != wire.AuthAcceptSize || len(acc) > 55 {
+		t.Fatalf("keyed accept of %d bytes, want %d", len(acc), wire.AuthAcceptSize)
 	}
 	if err := openAccept(testKey, acc, auth); err != nil {
 		t.Fatalf("valid accept: %v", err)
 	}
-	h, err := parseHello(acc)
-	if err != nil || h.window != 16 || h.flags != flagKeyed {
+	h, err := wire.ParseHello(acc)
+	if err != nil || h.Window != 16 || h.Flags != wire.FlagKeyed {
 		t.Fatalf("accept's hello %+v, %v", h, err)
 	}
 	_, otherAuth := sealRequest(testKey, testHello, testNow)
@@ -181,25 +182,25 @@ func TestAuthAccept(t *testing.T) {
 	flipped[12] ^= 1
 	plain := sealAccept(nil, listener, auth)
 	keyed := listener
-	keyed.flags = flagKeyed
+	keyed.Flags = wire.FlagKeyed
 	for _, c := range []struct {
 		name string
 		key  []byte
 		data []byte
-		auth [authTrailer]byte
+		auth [wire.AuthTrailer]byte
 	}{
 		{"wrong key", otherKey, acc, auth},
 		{"another request's accept", testKey, acc, otherAuth},
 		{"changed hello", testKey, flipped, auth},
 		{"no proof", testKey, plain, auth},
-		{"truncated", testKey, acc[:authAccSize-1], auth},
-		{"request's mac as proof", testKey, append(keyed.marshal(), auth[authTimeSize+authNonce:]...), auth},
+		{"truncated", testKey, acc[:wire.AuthAcceptSize-1], auth},
+		{"request's mac as proof", testKey, append(keyed.Marshal(), auth[wire.AuthTimeSize+wire.AuthNonceSize:]...), auth},
 	} {
 		if err := openAccept(c.key, c.data, c.auth); !errors.Is(err, ErrRejected) {
 			t.Errorf("%s: %v, want ErrRejected", c.name, err)
 		}
 	}
-	if err := openAccept(nil, plain, [authTrailer]byte{}); err != nil {
+	if err := openAccept(nil, plain, [wire.AuthTrailer]byte{}); err != nil {
 		t.Errorf("keyless dialer: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -89,10 +90,10 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 func (c *Conn) sized(l *link) error {
 	f := l.cfg.framing
 	s := &c.send
-	s.frames = f.writer(l.tx.bufSize - headerSize)
+	s.frames = f.writer(l.tx.bufSize - wire.HeaderSize)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
-	if w, ok := s.frames.(*pageWriter); ok && w.f.kind == kindPage && w.f.packed && l.sizes.lend {
+	if w, ok := s.frames.(*pageWriter); ok && w.f.kind == wire.KindPage && w.f.packed && l.sizes.lend {
 		s.lend = true
 		s.appendMax = min(s.maxSend, lendMin-1)
 	}

@@ -7,20 +7,22 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // fillPage writes a page of messages of size bytes into buf (a whole
 // receive buffer, header included), message i starting with first+i; it
 // returns how many it wrote.
 func fillPage(buf []byte, size int, first uint64) int {
-	off, n := headerSize, 0
+	off, n := wire.HeaderSize, 0
 	for off+prefixSize+size <= len(buf) {
 		binary.LittleEndian.PutUint64(buf[off:], uint64(size))
 		binary.LittleEndian.PutUint64(buf[off+prefixSize:], first+uint64(n))
 		off += prefixSize + size
 		n++
 	}
-	putHeader(buf, header{kind: kindPage, fragLen: uint32(off - headerSize)})
+	wire.PutHeader(buf, wire.Header{Kind: wire.KindPage, FragLen: uint32(off - wire.HeaderSize)})
 	return n
 }
 
@@ -40,7 +42,7 @@ func refill(c *Conn) {
 // readingPages returns a Conn whose window of 1 MiB pages of 64-byte
 // messages has arrived, and the messages per page.
 func readingPages(b *testing.B, size int) (*Conn, int) {
-	const window, bufSize = 8, 1<<20 + headerSize + prefixSize
+	const window, bufSize = 8, 1<<20 + wire.HeaderSize + prefixSize
 	c := newReadingConn(b, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
@@ -146,7 +148,7 @@ func BenchmarkWritePath(b *testing.B) {
 // buffers of a live connection).
 func TestFastReadConcurrent(t *testing.T) {
 	const window, size, pages = 4, 24, 200
-	bufSize := headerSize + 40*(prefixSize+size) // 40 messages a page
+	bufSize := wire.HeaderSize + 40*(prefixSize+size) // 40 messages a page
 	c := newReadingConn(t, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
@@ -252,7 +254,7 @@ func TestFastReadConcurrent(t *testing.T) {
 // released, with no further read, as it does when the lock is taken.
 func TestFastReadLeavesPage(t *testing.T) {
 	const size = 24
-	bufSize := headerSize + 10*(prefixSize+size)
+	bufSize := wire.HeaderSize + 10*(prefixSize+size)
 	c := newReadingConn(t, 2, bufSize, 1<<20)
 	q := &c.link.rx
 	per := fillPage(q.mem[:bufSize], size, 0)
@@ -293,7 +295,7 @@ func TestFastReadSetup(t *testing.T) {
 		on      bool
 	}{
 		{4 << 10, true},
-		{1<<20 + headerSize + prefixSize, true},
+		{1<<20 + wire.HeaderSize + prefixSize, true},
 		{MaxBufferSize, false},
 	} {
 		var f fastRead

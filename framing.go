@@ -1,5 +1,7 @@
 package netio
 
+import "github.com/netio-go/netio/internal/wire"
+
 // A framing is how messages are laid into the buffers a link sends and
 // receives. Both modes use pages (page.go: length-prefixed records, a
 // message larger than what is left of a page going on in the next);
@@ -53,7 +55,7 @@ type frameWriter interface {
 type frameCheck interface {
 	// check is the header of a data buffer, already known to match the
 	// length received; an error ends the connection.
-	check(h header) error
+	check(h wire.Header) error
 }
 
 // frameReader walks the messages of received buffers with a cursor, in
@@ -61,7 +63,7 @@ type frameCheck interface {
 type frameReader interface {
 	// enter starts reading payload, the data of a buffer with header h,
 	// where the previous buffer left the cursor.
-	enter(c *cursor, payload []byte, h header) error
+	enter(c *cursor, payload []byte, h wire.Header) error
 	// begin starts the next message at c.off: the cursor is between
 	// messages and the buffer has bytes left.
 	begin(c *cursor) error

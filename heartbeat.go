@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -128,7 +129,7 @@ func (l *link) sendHeartbeat() {
 		return
 	}
 	give, _ := l.credit.take(controlSend)
-	h := header{kind: kindHeartbeat, flags: flagLast, credits: give, msgLen: uint64(hb.timeout / time.Millisecond)}
+	h := wire.Header{Kind: wire.KindHeartbeat, Flags: wire.FlagLast, Credits: give, MsgLen: uint64(hb.timeout / time.Millisecond)}
 	if err := l.res.ctl.post(l.res.ep, slot, h, nil); err != nil {
 		l.credit.undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {

@@ -1,6 +1,10 @@
 package netio
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/netio-go/netio/internal/wire"
+)
 
 // releasedTwice is the panic of a second Release of one Message, the way
 // sync.WaitGroup panics on a negative counter: a program that does it has
@@ -47,7 +51,7 @@ type lending struct {
 func messagesPerBuffer(f frameReader, bufSize int) int {
 	// Pages: each record takes its prefix at least, and the first
 	// message may continue the previous page's without one.
-	return (bufSize-headerSize)/prefixSize + 1
+	return (bufSize-wire.HeaderSize)/prefixSize + 1
 }
 
 // start allocates the bits; by the reader, before its first Message.

@@ -4,12 +4,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 func TestLendingBits(t *testing.T) {
 	var l lending
 	per := messagesPerBuffer(plainPages.reader(), 4096)
-	if want := (4096-headerSize)/prefixSize + 1; per != want {
+	if want := (4096-wire.HeaderSize)/prefixSize + 1; per != want {
 		t.Fatalf("messages per 4 KiB page: %d, want %d", per, want)
 	}
 	l.start(2, per)

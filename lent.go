@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // A large message written to a LowLatency connection is not copied into
@@ -46,7 +48,7 @@ const lendMin = 256 << 10
 // memory. Not on the reactor (a Write in OnMessage), which could not wait
 // for its own completions.
 func (s *sender) lends(n int) bool {
-	return s.lend && n >= lendMin && 2*n >= s.q.bufSize-headerSize && !s.l.eng.r.OnReactor()
+	return s.lend && n >= lendMin && 2*n >= s.q.bufSize-wire.HeaderSize && !s.l.eng.r.OnReactor()
 }
 
 // Who has a lent buffer's tail (sendQueue.lent). The writer publishes it

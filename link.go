@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -52,13 +53,13 @@ type link struct {
 	postLater   bool             // a poll left service to the engine (slice.go)
 	finSent     bool
 	finRecv     bool
-	shutWrite   bool              // the owner closed its writing side: FIN follows what it wrote
-	ctlOut      [][]byte          // the owner's control messages waiting to go, kind first
-	onMessage   func(msg []byte)  // data on the reactor (Config.OnMessage), or nil
-	here        hereReader        // onMessage's position in the received buffers
-	packed      openSealer        // the owner's sender, when it packs (packing.go)
-	connected   chan error        // the handshake's outcome, for Dial
-	authReq     [authTrailer]byte // dialing with a key: our request's authenticator
+	shutWrite   bool                   // the owner closed its writing side: FIN follows what it wrote
+	ctlOut      [][]byte               // the owner's control messages waiting to go, kind first
+	onMessage   func(msg []byte)       // data on the reactor (Config.OnMessage), or nil
+	here        hereReader             // onMessage's position in the received buffers
+	packed      openSealer             // the owner's sender, when it packs (packing.go)
+	connected   chan error             // the handshake's outcome, for Dial
+	authReq     [wire.AuthTrailer]byte // dialing with a key: our request's authenticator
 	// farewell, when the owner sets it, is its last word: called once, as
 	// the FIN goes, it returns the FIN's payload. dropping tells it that
 	// data written and not posted is given up (closeNow, or Linger ran
@@ -74,8 +75,8 @@ type link struct {
 // owner.
 type linkConfig struct {
 	mode       Mode
-	role       role // what the link is to its peer
-	ctlPayload int  // largest payload of the owner's control messages; 0: none
+	role       wire.Role // what the link is to its peer
+	ctlPayload int       // largest payload of the owner's control messages; 0: none
 	framing    framing
 	rxWindow   int // receive buffers posted for the peer
 	rxBufSize  int // bytes each, header included
@@ -90,7 +91,7 @@ type linkConfig struct {
 func linkConfigOf(c *Config) linkConfig {
 	f := framingFor(c.Mode)
 	size := bufferFor(f, c.BufferSize)
-	return linkConfig{mode: c.Mode, role: roleConn, framing: f, rxWindow: c.Window, rxBufSize: size, txWindow: c.Window, txBufSize: size, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
+	return linkConfig{mode: c.Mode, role: wire.RoleConn, framing: f, rxWindow: c.Window, rxBufSize: size, txWindow: c.Window, txBufSize: size, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
 }
 
 // linkSizes are fixed once the link is connected.
@@ -206,7 +207,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	// before the endpoint: the endpoint of an accepted request takes over
 	// its socket, and a request that fails before that can still be
 	// rejected with a reason instead of seeing its socket closed.
-	if err = l.reserve(window*bufSize + ctlSlots*(headerSize+l.cfg.ctlPayload)); err != nil {
+	if err = l.reserve(window*bufSize + ctlSlots*(wire.HeaderSize+l.cfg.ctlPayload)); err != nil {
 		return err
 	}
 	// Receives, sends, control messages, and the tcp guard's trap.
@@ -287,8 +288,8 @@ func (l *link) watchCQ() error {
 }
 
 // hello is what l tells the peer at connect: what it posts for it.
-func (l *link) hello() hello {
-	return hello{version: protocolLevel, mode: l.cfg.mode, role: l.cfg.role, window: uint32(len(l.rx.refs)), bufferSize: uint32(l.rx.bufSize), maxMessage: uint64(l.cfg.maxMessage)}
+func (l *link) hello() wire.Hello {
+	return wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(l.cfg.mode), Role: l.cfg.role, Window: uint32(len(l.rx.refs)), BufferSize: uint32(l.rx.bufSize), MaxMessage: uint64(l.cfg.maxMessage)}
 }
 
 // connect begins an active connection.
@@ -308,13 +309,13 @@ func (l *link) connect(info *ofi.Info) error {
 }
 
 // accept answers the connection request info with h from the peer.
-func (l *link) accept(info *ofi.Info, h hello) error {
+func (l *link) accept(info *ofi.Info, h wire.Hello) error {
 	err := l.openEndpoint(info)
 	if err == nil {
 		err = l.setPeer(h)
 	}
 	if err == nil {
-		err = l.res.ep.Accept(sealAccept(l.cfg.key, l.hello(), h.auth))
+		err = l.res.ep.Accept(sealAccept(l.cfg.key, l.hello(), h.Auth))
 	}
 	if err != nil {
 		l.releaseResources()
@@ -324,18 +325,18 @@ func (l *link) accept(info *ofi.Info, h hello) error {
 }
 
 // setPeer records what the peer posts for us and sizes the send side.
-func (l *link) setPeer(h hello) error {
+func (l *link) setPeer(h wire.Hello) error {
 	// Use at most what we would keep ourselves: the peer's handshake must
 	// not choose how much memory this side commits. Fewer send buffers and
 	// smaller buffers than the peer offers are always allowed.
 	s := &l.sizes
-	s.peerWindow = int(h.window)
-	slots := min(int(h.window), l.cfg.txWindow, s.txMax)
-	bufSize := min(int(h.bufferSize), l.cfg.txBufSize, s.msgMax)
+	s.peerWindow = int(h.Window)
+	slots := min(int(h.Window), l.cfg.txWindow, s.txMax)
+	bufSize := min(int(h.BufferSize), l.cfg.txBufSize, s.msgMax)
 	l.credit.reset(s.peerWindow, len(l.rx.refs))
 	s.maxSend = l.cfg.maxMessage
-	if h.maxMessage < uint64(s.maxSend) {
-		s.maxSend = int(h.maxMessage)
+	if h.MaxMessage < uint64(s.maxSend) {
+		s.maxSend = int(h.MaxMessage)
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
 	l.frames = l.cfg.framing.checker(s.maxRecv)
@@ -364,9 +365,9 @@ func (l *link) reserve(n int) error {
 
 // registers is an upper bound of the memory a link of c accepted from a
 // peer that sent h registers: what openEndpoint and setPeer reserve.
-func (c *linkConfig) registers(h hello) int {
-	tx := min(int(h.window), c.txWindow) * min(int(h.bufferSize), c.txBufSize)
-	return c.rxWindow*c.rxBufSize + tx + ctlSlots*(headerSize+c.ctlPayload)
+func (c *linkConfig) registers(h wire.Hello) int {
+	tx := min(int(h.Window), c.txWindow) * min(int(h.BufferSize), c.txBufSize)
+	return c.rxWindow*c.rxBufSize + tx + ctlSlots*(wire.HeaderSize+c.ctlPayload)
 }
 
 // handleEvent takes the connection-management events of l's endpoint.
@@ -403,15 +404,15 @@ var errAtLimit = errors.New("the listener is at a limit (connections, registered
 // libfabric's as ENOPROTOOPT, neither of which tells the caller anything.
 func (l *link) setupError(ev *ofi.Event) error {
 	switch string(ev.PrivateData()) {
-	case rejectMarker:
+	case wire.RejectMarker:
 		return ErrRejected
-	case rejectModeMarker:
+	case wire.RejectModeMarker:
 		return fmt.Errorf("%w: the listener does not use %v mode", ErrRejected, l.cfg.mode)
-	case rejectRoleMarker:
+	case wire.RejectRoleMarker:
 		return fmt.Errorf("%w: the listener does not take a %v", ErrRejected, l.cfg.role)
-	case rejectLimitMarker:
+	case wire.RejectLimitMarker:
 		return fmt.Errorf("%w: %w", ErrRejected, errAtLimit)
-	case rejectAuthMarker:
+	case wire.RejectAuthMarker:
 		return errAuth(l.cfg.key)
 	}
 	e := ev.Err.Err
@@ -436,15 +437,15 @@ func (l *link) onConnected(ev *ofi.Event) {
 		// With a key, the listener proves it holds it before anything
 		// it sent is believed, or read: the queue is not watched yet.
 		err := openAccept(l.cfg.key, ev.PrivateData(), l.authReq)
-		var h hello
+		var h wire.Hello
 		if err == nil {
-			h, err = parseHello(ev.PrivateData())
+			h, err = wire.ParseHello(ev.PrivateData())
 		}
-		if err == nil && h.mode != l.cfg.mode {
-			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.mode, l.cfg.mode)
+		if err == nil && Mode(h.Mode) != l.cfg.mode {
+			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.Mode, l.cfg.mode)
 		}
-		if err == nil && h.role != l.cfg.role.peer() {
-			err = fmt.Errorf("%w: peer accepted as a %v, not a %v", ErrProtocol, h.role, l.cfg.role.peer())
+		if err == nil && h.Role != l.cfg.role.Peer() {
+			err = fmt.Errorf("%w: peer accepted as a %v, not a %v", ErrProtocol, h.Role, l.cfg.role.Peer())
 		}
 		if err == nil {
 			err = l.setPeer(h)
@@ -680,22 +681,22 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		return
 	}
 	l.credit.used()
-	if n < headerSize {
+	if n < wire.HeaderSize {
 		l.protocolError("truncated message of %d bytes", n)
 		return
 	}
 	b := l.rx.mem[int(slot)*l.rx.bufSize:]
-	h := readHeader(b)
-	if uint64(h.fragLen)+headerSize != n {
-		l.protocolError("header says %d bytes, %d arrived", h.fragLen, n-headerSize)
+	h := wire.ReadHeader(b)
+	if uint64(h.FragLen)+wire.HeaderSize != n {
+		l.protocolError("header says %d bytes, %d arrived", h.FragLen, n-wire.HeaderSize)
 		return
 	}
-	if err := l.credit.give(h.credits); err != nil {
+	if err := l.credit.give(h.Credits); err != nil {
 		l.fail(err)
 		return
 	}
 	switch {
-	case dataKind(h.kind):
+	case wire.DataKind(h.Kind):
 		l.stats.buffersReceived.Add(1)
 		if err := l.frames.check(h); err != nil {
 			l.fail(err)
@@ -716,28 +717,28 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			l.rx.ready.push(slot)
 			l.rxNotify = true
 		}
-	case h.kind == kindCredit:
+	case h.Kind == wire.KindCredit:
 		l.hb.ctlHeard++
 		l.credit.quietly()
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
-	case h.kind == kindHeartbeat:
+	case h.Kind == wire.KindHeartbeat:
 		l.hb.ctlHeard++
-		if h.fragLen != 0 {
-			l.protocolError("heartbeat with a payload of %d bytes", h.fragLen)
+		if h.FragLen != 0 {
+			l.protocolError("heartbeat with a payload of %d bytes", h.FragLen)
 			return
 		}
 		l.rxReclaim = append(l.rxReclaim, slot) // the peer's reader may be stopped: re-post at once
-		l.onHeartbeat(h.msgLen)
-	case h.kind == kindFin:
+		l.onHeartbeat(h.MsgLen)
+	case h.Kind == wire.KindFin:
 		l.hb.ctlHeard++
-		if h.fragLen > 0 { // the owner's farewell
-			if err := l.owner.control(l, kindFin, b[headerSize:headerSize+int(h.fragLen)]); err != nil {
+		if h.FragLen > 0 { // the owner's farewell
+			if err := l.owner.control(l, wire.KindFin, b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)]); err != nil {
 				l.fail(err)
 				return
 			}
 		}
 		l.finRecv = true
-		if h.flags&flagHalfClose != 0 {
+		if h.Flags&wire.FlagHalfClose != 0 {
 			l.rx.fin.Store(true) // after the data before it, in ready
 			l.rxNotify = true    // a waiting reader reads io.EOF
 		}
@@ -745,12 +746,12 @@ func (l *link) onRecv(slot uint32, n uint64) {
 	default:
 		l.hb.ctlHeard++
 		if l.finRecv {
-			l.protocolError("message of kind %d after the peer closed", h.kind)
+			l.protocolError("message of kind %d after the peer closed", h.Kind)
 			return
 		}
-		payload := b[headerSize : headerSize+int(h.fragLen)]
+		payload := b[wire.HeaderSize : wire.HeaderSize+int(h.FragLen)]
 		l.ctlSlot = slot
-		err := l.owner.control(l, h.kind, payload)
+		err := l.owner.control(l, h.Kind, payload)
 		if l.ctlHeld {
 			l.ctlHeld = false // the owner posts it again (releaseControl)
 		} else {
@@ -780,10 +781,10 @@ func (l *link) releaseControl(slot uint32) {
 }
 
 // deliverHere hands the messages of a buffer to onMessage on the reactor.
-func (l *link) deliverHere(slot uint32, h header) {
+func (l *link) deliverHere(slot uint32, h wire.Header) {
 	off := int(slot) * l.rx.bufSize
 	l.rxReclaim = append(l.rxReclaim, slot)
-	if err := l.here.deliver(l.rx.mem[off+headerSize:off+headerSize+int(h.fragLen)], h, l.onMessage); err != nil {
+	if err := l.here.deliver(l.rx.mem[off+wire.HeaderSize:off+wire.HeaderSize+int(h.FragLen)], h, l.onMessage); err != nil {
 		l.fail(err)
 	}
 }
@@ -854,7 +855,7 @@ func (l *link) service() {
 	// in control messages that need credits of their own: these must keep
 	// coming back, or both sides could end up waiting for the other's.
 	if l.credit.returnable() {
-		l.sendControl(kindCredit, 0)
+		l.sendControl(wire.KindCredit, 0)
 	}
 	l.rx.urgent.Store(l.credit.peerStarved())
 	switch {
@@ -894,7 +895,7 @@ func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 			l.credit.undo(give) // the writer took it back: it kicks once copied
 			break
 		}
-		putCredits(l.tx.mem[slot*l.tx.bufSize:], give)
+		wire.PutCredits(l.tx.mem[slot*l.tx.bufSize:], give)
 		l.gives = append(l.gives, give)
 		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
 		l.txPosted++
@@ -1080,10 +1081,10 @@ func (l *link) sendFin() {
 	}
 	var flags uint8
 	if l.shutWrite {
-		flags = flagHalfClose
+		flags = wire.FlagHalfClose
 	}
 	if l.finPayload == nil {
-		l.finSent = l.sendControl(kindFin, flags)
+		l.finSent = l.sendControl(wire.KindFin, flags)
 		return
 	}
 	slot, ok := l.res.ctl.free()
@@ -1091,7 +1092,7 @@ func (l *link) sendFin() {
 		return
 	}
 	give, _ := l.credit.take(controlSend)
-	if err := l.res.ctl.send(l.res.ep, slot, kindFin, flags, give, l.finPayload); err != nil {
+	if err := l.res.ctl.send(l.res.ep, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
 		l.credit.undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime/metrics"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // FuzzLinkHeaders feeds received buffers through the link's own checks
@@ -49,31 +51,31 @@ func (m *linkModel) receive(b []byte) {
 	if m.err != nil {
 		return
 	}
-	if len(b) < headerSize {
+	if len(b) < wire.HeaderSize {
 		m.err = ErrProtocol
 		return
 	}
-	h := readHeader(b)
-	p := b[headerSize:]
-	if uint64(h.fragLen) != uint64(len(p)) {
+	h := wire.ReadHeader(b)
+	p := b[wire.HeaderSize:]
+	if uint64(h.FragLen) != uint64(len(p)) {
 		m.err = ErrProtocol
 		return
 	}
-	if m.credits+int(h.credits) > m.window {
+	if m.credits+int(h.Credits) > m.window {
 		m.err = ErrProtocol
 		return
 	}
-	m.credits += int(h.credits)
-	switch h.kind {
-	case kindCredit, kindHeartbeat:
-	case kindFin:
+	m.credits += int(h.Credits)
+	switch h.Kind {
+	case wire.KindCredit, wire.KindHeartbeat:
+	case wire.KindFin:
 		m.fin = true
-	case kindPage:
-		if h.msgLen > uint64(h.fragLen) || m.fin {
+	case wire.KindPage:
+		if h.MsgLen > uint64(h.FragLen) || m.fin {
 			m.err = ErrProtocol
 			return
 		}
-		m.pages.page(p, h.msgLen)
+		m.pages.page(p, h.MsgLen)
 		m.err = m.pages.err
 	default: // a Conn takes no control messages, tagged pages, or level 2's fragments
 		m.err = ErrProtocol
@@ -81,8 +83,8 @@ func (m *linkModel) receive(b []byte) {
 }
 
 // honest is the header an honest sender puts on a page of n payload bytes.
-func (m *linkModel) honest(n int) header {
-	return header{kind: kindPage, fragLen: uint32(n), msgLen: m.pages.continuation(n)}
+func (m *linkModel) honest(n int) wire.Header {
+	return wire.Header{Kind: wire.KindPage, FragLen: uint32(n), MsgLen: m.pages.continuation(n)}
 }
 
 // messages is what a reader reads: whole messages and all the bytes.
@@ -176,21 +178,21 @@ func parseLinkInput(data []byte) *linkInput {
 		n := min(le16(), fuzzMaxPayload)
 		var buf []byte
 		if ctl&0x80 != 0 {
-			buf = append(buf, next(headerSize)...)
+			buf = append(buf, next(wire.HeaderSize)...)
 			buf = append(buf, next(n)...)
 		} else {
 			payload := next(n)
 			h := m.honest(len(payload))
-			h.credits = uint16(ctl >> 2 & 7)
+			h.Credits = uint16(ctl >> 2 & 7)
 			if ctl&1 != 0 {
-				h.msgLen++
+				h.MsgLen++
 			}
 			if ctl&2 != 0 {
-				h.fragLen++
+				h.FragLen++
 			}
-			buf = make([]byte, headerSize+len(payload))
-			putHeader(buf, h)
-			copy(buf[headerSize:], payload)
+			buf = make([]byte, wire.HeaderSize+len(payload))
+			wire.PutHeader(buf, h)
+			copy(buf[wire.HeaderSize:], payload)
 		}
 		d.bufs = append(d.bufs, buf)
 		m.receive(buf)
@@ -227,7 +229,7 @@ func checkAllocs(t *testing.T, before uint64, n int, c *Conn) {
 func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 	d := parseLinkInput(data)
 	m := &d.model
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, b := range d.bufs {
 		bufSize = max(bufSize, len(b))
 	}
@@ -318,9 +320,9 @@ func (s linkSeed) cont(ctl byte, payload []byte) linkSeed {
 }
 
 // raw adds a buffer with header h as given and payload.
-func (s linkSeed) raw(h header, payload []byte) linkSeed {
-	hb := make([]byte, headerSize)
-	putHeader(hb, h)
+func (s linkSeed) raw(h wire.Header, payload []byte) linkSeed {
+	hb := make([]byte, wire.HeaderSize)
+	wire.PutHeader(hb, h)
 	return append(append(append(s, 0x80, byte(len(payload)), byte(len(payload)>>8)), hb...), payload...)
 }
 
@@ -344,15 +346,15 @@ func linkSeeds() []fuzzSeed {
 	onMsg := newLinkSeed(LowLatency, true, 0, 0, false, maxBy250, 15, 8)
 	ok := func(s linkSeed) linkSeed { return s.cont(0, recs("ok")) }
 	hundred := fill(100, 'h')
-	req := (&request{id: 1, tags: []uint64{7}}).marshal()
-	ackb := (&ack{id: 1, incarnation: 2, tags: []uint64{7}, next: []uint64{0}}).marshal()
+	req := (&wire.Request{ID: 1, Tags: []uint64{7}}).Marshal()
+	ackb := (&wire.Ack{ID: 1, Incarnation: 2, Tags: []uint64{7}, Next: []uint64{0}}).Marshal()
 	garbage := []byte("\x03\x00\xff\xfe garbage that is no header at all \x00\x00\x00\x00")
 	hugeLen := binary.LittleEndian.AppendUint64(nil, 1<<64-1)
 	// A length prefix that lies inside a packed page: it swallows the
 	// records after it, and the next page, which continues nothing, gives
 	// it away.
 	lies := cat(recs("a"), rec(50, fill(10, 'x')), recs("b"))
-	after := header{kind: kindPage, fragLen: uint32(len(recs("next")))}
+	after := wire.Header{Kind: wire.KindPage, FragLen: uint32(len(recs("next")))}
 	return []fuzzSeed{
 		// LowLatency: packed pages.
 		{"one-message", ll(readMessageStyle).cont(0, recs("hello")), io.EOF, 1},
@@ -384,38 +386,38 @@ func linkSeeds() []fuzzSeed {
 		{"continuation-lie", ll(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
 		{"continuation-lie-onmessage", onMsg.cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
 		{"continuation-of-nothing", ok(ll(nextMessageStyle)).cont(lieCont, recs("x")), ErrProtocol, 1},
-		{"continuation-above-fraglen", ll(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
+		{"continuation-above-fraglen", ll(nextMessageStyle).cont(0, rec(300, hundred)).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
 		{"empty-page-inside-message", onMsg.cont(0, rec(300, hundred)).cont(0, nil), ErrProtocol, 0},
 		{"ends-inside-a-length", ll(nextMessageStyle).cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
 		{"ends-inside-a-length-onmessage", onMsg.cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
 		{"fraglen-says-more", ok(ll(readMessageStyle)).cont(lieLen, recs("abc")), ErrProtocol, 1},
-		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 2}, recs("abc")), ErrProtocol, 1},
-		{"fraglen-huge", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 1<<32 - 1}, recs("x")), ErrProtocol, 1},
-		{"fragment-of-level-2", ok(ll(nextMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"fragment-of-level-2-onmessage", onMsg.raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 0},
-		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindPage, FragLen: 2}, recs("abc")), ErrProtocol, 1},
+		{"fraglen-huge", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindPage, FragLen: 1<<32 - 1}, recs("x")), ErrProtocol, 1},
+		{"fragment-of-level-2", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"fragment-of-level-2-onmessage", onMsg.raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 0},
+		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindTagged, FragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
 		// Credits.
-		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).cont(credits(7), recs("a")).raw(header{kind: kindCredit}, nil), io.EOF, 1},
-		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).cont(0, recs("a")).raw(header{kind: kindCredit, credits: 1}, nil), ErrProtocol, 1},
+		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).cont(credits(7), recs("a")).raw(wire.Header{Kind: wire.KindCredit}, nil), io.EOF, 1},
+		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).cont(0, recs("a")).raw(wire.Header{Kind: wire.KindCredit, Credits: 1}, nil), ErrProtocol, 1},
 		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 3, 0).cont(credits(4), recs("a")).cont(credits(1), recs("b")), ErrProtocol, 1},
-		{"credits-max", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, credits: 1<<16 - 1}, nil), ErrProtocol, 1},
+		{"credits-max", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindCredit, Credits: 1<<16 - 1}, nil), ErrProtocol, 1},
 		{"credits-on-page-overflow", newLinkSeed(HighThroughput, false, nextMessageStyle, 0, false, maxBy250, 3, 4).cont(credits(1), recs("a")), ErrProtocol, 0},
-		{"credit-with-payload", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, fragLen: 5}, []byte("12345")).cont(0, recs("b")), io.EOF, 2},
+		{"credit-with-payload", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindCredit, FragLen: 5}, []byte("12345")).cont(0, recs("b")), io.EOF, 2},
 		// FIN.
-		{"fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil), io.EOF, 1},
-		{"fin-half-close", ok(ll(readStreamStyle)).raw(header{kind: kindFin, flags: flagLast | flagHalfClose}, nil), io.EOF, 0},
-		{"fin-twice", ok(ll(readMessageStyle)).raw(header{kind: kindFin}, nil).raw(header{kind: kindFin, flags: flagHalfClose}, nil), io.EOF, 1},
-		{"data-after-fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
-		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(header{kind: kindFin, flags: flagHalfClose}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
-		{"fin-inside-message", ll(nextMessageStyle).cont(0, rec(200, hundred)).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
-		{"page-after-fin", ht(nextMessageStyle).cont(0, recs("ok")).raw(header{kind: kindFin}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"fin", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.EOF, 1},
+		{"fin-half-close", ok(ll(readStreamStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast | wire.FlagHalfClose}, nil), io.EOF, 0},
+		{"fin-twice", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin}, nil).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagHalfClose}, nil), io.EOF, 1},
+		{"data-after-fin", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagHalfClose}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"fin-inside-message", ll(nextMessageStyle).cont(0, rec(200, hundred)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"page-after-fin", ht(nextMessageStyle).cont(0, recs("ok")).raw(wire.Header{Kind: wire.KindFin}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
 		// Kinds.
-		{"kind-zero", ok(ll(readMessageStyle)).raw(header{kind: 0, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"kind-unknown", ok(ll(readMessageStyle)).raw(header{kind: 9, flags: flagLast}, nil), ErrProtocol, 1},
-		{"kind-255", ok(ll(readMessageStyle)).raw(header{kind: 255, fragLen: 1}, []byte("x")), ErrProtocol, 1},
-		{"subscribe-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindSubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
-		{"unsubscribe-at-conn", ht(readMessageStyle).cont(0, recs("ok")).raw(header{kind: kindUnsubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
-		{"ack-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindAck, flags: flagLast, fragLen: uint32(len(ackb)), msgLen: uint64(len(ackb))}, ackb), ErrProtocol, 1},
+		{"kind-zero", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 0, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"kind-unknown", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 9, Flags: wire.FlagLast}, nil), ErrProtocol, 1},
+		{"kind-255", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 255, FragLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"subscribe-at-conn", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindSubscribe, Flags: wire.FlagLast, FragLen: uint32(len(req)), MsgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"unsubscribe-at-conn", ht(readMessageStyle).cont(0, recs("ok")).raw(wire.Header{Kind: wire.KindUnsubscribe, Flags: wire.FlagLast, FragLen: uint32(len(req)), MsgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"ack-at-conn", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindAck, Flags: wire.FlagLast, FragLen: uint32(len(ackb)), MsgLen: uint64(len(ackb))}, ackb), ErrProtocol, 1},
 		{"truncated-header", ok(ll(readMessageStyle)).truncated(8), ErrProtocol, 1},
 		{"empty-buffer", ok(ll(readMessageStyle)).truncated(0), ErrProtocol, 1},
 		{"garbage", ok(ll(readMessageStyle)).cont(0x80, garbage), ErrProtocol, 1},
@@ -424,14 +426,14 @@ func linkSeeds() []fuzzSeed {
 		{"ht-split", ht(appendMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
 		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, fill(200, 'n')), ErrProtocol, 0},
 		{"ht-fraglen-lie", ht(nextMessageStyle).cont(0, recs("a")).cont(lieLen, recs("b")), ErrProtocol, 1},
-		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
-		{"ht-data-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindData, flags: flagLast, fragLen: 1, msgLen: 1}, []byte("x")), ErrProtocol, 1},
-		{"ht-tagged-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, rec(300, hundred)).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
+		{"ht-data-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 1, MsgLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"ht-tagged-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(wire.Header{Kind: wire.KindTagged, FragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
 		{"ht-record-above-max", ht(nextMessageStyle).cont(0, cat(recs("a"), rec(1001, nil))), ErrMessageTooLarge, 1},
 		{"ht-record-lies-within-huge-max", huge(HighThroughput, nextMessageStyle).cont(0, cat(recs("a"), rec(linkHugeMax, fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
 		{"ht-record-lies-within-huge-max-next", huge(HighThroughput, nextStyle).cont(0, rec(linkHugeMax/2, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
 		{"ht-record-lies-within-huge-max-append", huge(HighThroughput, appendMessageStyle).cont(0, rec(linkHugeMax/4, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"ht-control-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindSubscribe, fragLen: uint32(len(req))}, req), ErrProtocol, 1},
+		{"ht-control-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(wire.Header{Kind: wire.KindSubscribe, FragLen: uint32(len(req))}, req), ErrProtocol, 1},
 	}
 }
 

@@ -74,6 +74,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
 )
 
@@ -267,11 +268,11 @@ func provider(network string) string {
 var (
 	// ErrMessageTooLarge is returned by Write for a message above the
 	// connection's maximum, and closes a connection whose peer sends one.
-	ErrMessageTooLarge = errors.New("netio: message too large")
+	ErrMessageTooLarge = wire.ErrMessageTooLarge
 	// ErrProtocol closes a connection whose peer broke the wire protocol
 	// (a truncated or lying header, an unknown control message, credits it
 	// was never owed).
-	ErrProtocol = errors.New("netio: protocol violation")
+	ErrProtocol = wire.ErrProtocol
 	// ErrRejected is returned by Dial when the listener refused the
 	// connection: its backlog was full, it holds Config.MaxConns
 	// connections, it could not afford the connection's memory or

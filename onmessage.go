@@ -1,5 +1,7 @@
 package netio
 
+import "github.com/netio-go/netio/internal/wire"
+
 // hereReader walks the messages of received buffers on the reactor, for
 // Config.OnMessage: the same framing and cursor as a reading goroutine's,
 // with a message that spans buffers joined into assembled. What it joins
@@ -13,7 +15,7 @@ type hereReader struct {
 
 // deliver hands each message that ends in payload, the data of a buffer
 // with header h, to f; an error ends the connection.
-func (d *hereReader) deliver(payload []byte, h header, f func([]byte)) error {
+func (d *hereReader) deliver(payload []byte, h wire.Header, f func([]byte)) error {
 	c := &d.pos
 	if err := d.r.enter(c, payload, h); err != nil {
 		return err

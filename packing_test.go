@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The packing rule (packing.go) on a Conn reduced to its buffers, as in
@@ -21,7 +22,7 @@ import (
 func newPackingConn(t testing.TB, bufCap, slots, maxSend int) *Conn {
 	c := newFuzzConn(t, maxSend)
 	l, s := c.link, &c.send
-	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+bufCap)), bufSize: headerSize + bufCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	l.tx = sendQueue{mem: make([]byte, slots*(wire.HeaderSize+bufCap)), bufSize: wire.HeaderSize + bufCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
 	s.frames = packedPages.writer(bufCap)
 	s.maxSend = maxSend
 	s.pack = s.frames.packs()
@@ -32,7 +33,7 @@ func newPackingConn(t testing.TB, bufCap, slots, maxSend int) *Conn {
 // decodePages reads pages back with a LowLatency reader and returns the
 // messages and how reading ended.
 func decodePages(t *testing.T, pages [][]byte, maxMsg uint64) ([][]byte, error) {
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, p := range pages {
 		bufSize = max(bufSize, len(p))
 	}
@@ -215,9 +216,9 @@ func TestPackingRoundTrip(t *testing.T) {
 // read style).
 func TestPackedLyingLength(t *testing.T) {
 	page := func(cont uint64, payload []byte) []byte {
-		b := make([]byte, headerSize+len(payload))
-		putHeader(b, header{kind: kindPage, fragLen: uint32(len(payload)), msgLen: cont})
-		copy(b[headerSize:], payload)
+		b := make([]byte, wire.HeaderSize+len(payload))
+		wire.PutHeader(b, wire.Header{Kind: wire.KindPage, FragLen: uint32(len(payload)), MsgLen: cont})
+		copy(b[wire.HeaderSize:], payload)
 		return b
 	}
 	bad := [][]byte{
@@ -231,8 +232,8 @@ func TestPackedLyingLength(t *testing.T) {
 	var got []string
 	d := hereReader{r: packedPages.reader(), pos: cursor{max: 1000}}
 	for _, p := range bad {
-		h := readHeader(p)
-		if err = d.deliver(p[headerSize:], h, func(m []byte) { got = append(got, string(m)) }); err != nil {
+		h := wire.ReadHeader(p)
+		if err = d.deliver(p[wire.HeaderSize:], h, func(m []byte) { got = append(got, string(m)) }); err != nil {
 			break
 		}
 	}

@@ -3,13 +3,15 @@ package netio
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // pages is the HighThroughput framing. A page is the 16-byte header (kind
-// kindPage) followed by records, each an 8-byte little-endian length and
+// wire.KindPage) followed by records, each an 8-byte little-endian length and
 // that many bytes:
 //
-//	header{kind: kindPage, fragLen: payload bytes, msgLen: continuation}
+//	header{kind: wire.KindPage, fragLen: payload bytes, msgLen: continuation}
 //	[continuation bytes][len][msg][len][msg]...
 //
 // A message larger than what is left of a page goes on in the next pages.
@@ -20,7 +22,7 @@ import (
 // straddles two pages; a page with less than prefixSize bytes left is sent
 // as it is.
 //
-// Tagged pages (kind kindTagged) are the pages of publish/subscribe: each
+// Tagged pages (kind wire.KindTagged) are the pages of publish/subscribe: each
 // record's length is followed by the message's tag and its sequence number,
 // both 8 bytes little-endian, before the message:
 //
@@ -41,15 +43,15 @@ const (
 )
 
 // plainPages is the framing of HighThroughput connections.
-var plainPages = pages{kind: kindPage, prefix: prefixSize}
+var plainPages = pages{kind: wire.KindPage, prefix: prefixSize}
 
 // packedPages is the framing of LowLatency connections.
-var packedPages = pages{kind: kindPage, prefix: prefixSize, packed: true}
+var packedPages = pages{kind: wire.KindPage, prefix: prefixSize, packed: true}
 
 // taggedPages is the framing of publish/subscribe links, packed to a
 // LowLatency subscriber.
 func taggedPages(packed bool) pages {
-	return pages{kind: kindTagged, prefix: taggedPrefixSize, packed: packed}
+	return pages{kind: wire.KindTagged, prefix: taggedPrefixSize, packed: packed}
 }
 
 // pad is what a page holds besides one message: its header and the
@@ -58,7 +60,7 @@ func taggedPages(packed bool) pages {
 // page. Sized at BufferSize, a page of 1 MiB took 1 MiB - 24 bytes of a
 // 1 MiB message and the next page the rest, and the reader joined the two
 // by a copy (HT 1 MiB at 0.72x bare libfabric, cross-process).
-func (f pages) pad() int { return headerSize + f.prefix }
+func (f pages) pad() int { return wire.HeaderSize + f.prefix }
 
 // bufferFor is the size of the buffers that carry size bytes of messages
 // in framing f: with pages, size plus what a page holds besides one
@@ -89,7 +91,7 @@ type pageWriter struct {
 func (w *pageWriter) room() int { return len(w.page) - w.off }
 
 func (w *pageWriter) open(buf []byte, cont uint64) {
-	w.page, w.off, w.cont = buf[:headerSize+w.payloadMax], headerSize, cont
+	w.page, w.off, w.cont = buf[:wire.HeaderSize+w.payloadMax], wire.HeaderSize, cont
 }
 
 // begin starts a record in the open page unless it does not fit there
@@ -175,7 +177,7 @@ func (w *pageWriter) appendAll(msgs [][]byte, max int) (n int, bytes uint64) {
 func (w *pageWriter) full() bool { return w.room() < w.f.prefix }
 
 func (w *pageWriter) seal() int {
-	putHeader(w.page, header{kind: w.f.kind, fragLen: uint32(w.off - headerSize), msgLen: w.cont})
+	wire.PutHeader(w.page, wire.Header{Kind: w.f.kind, FragLen: uint32(w.off - wire.HeaderSize), MsgLen: w.cont})
 	n := w.off
 	w.page, w.off, w.cont = nil, 0, 0
 	return n
@@ -203,14 +205,14 @@ func (w *pageWriter) packs() bool { return w.f.packed }
 // by the reader, which decodes them.
 type pageCheck struct{ kind uint8 }
 
-func (p pageCheck) check(h header) error {
+func (p pageCheck) check(h wire.Header) error {
 	switch {
-	case h.kind != p.kind && p.kind == kindPage:
+	case h.Kind != p.kind && p.kind == wire.KindPage:
 		return fmt.Errorf("%w: publish/subscribe page on a connection", ErrProtocol)
-	case h.kind != p.kind:
-		return fmt.Errorf("%w: message of kind %d on a publish/subscribe link", ErrProtocol, h.kind)
-	case h.msgLen > uint64(h.fragLen):
-		return fmt.Errorf("%w: page continues %d bytes but holds %d", ErrProtocol, h.msgLen, h.fragLen)
+	case h.Kind != p.kind:
+		return fmt.Errorf("%w: message of kind %d on a publish/subscribe link", ErrProtocol, h.Kind)
+	case h.MsgLen > uint64(h.FragLen):
+		return fmt.Errorf("%w: page continues %d bytes but holds %d", ErrProtocol, h.MsgLen, h.FragLen)
 	}
 	return nil
 }
@@ -220,17 +222,17 @@ type pageReader struct{ prefix int }
 
 // enter checks that the page continues exactly what the previous one left
 // of its last message.
-func (pageReader) enter(c *cursor, payload []byte, h header) error {
+func (pageReader) enter(c *cursor, payload []byte, h wire.Header) error {
 	c.buf, c.off = payload, 0
 	want := uint64(0)
 	if c.inMsg {
 		want = min(c.left, uint64(len(payload)))
 	}
-	if h.msgLen != want {
+	if h.MsgLen != want {
 		if c.inMsg {
-			return fmt.Errorf("%w: page continues %d bytes of a message with %d bytes left", ErrProtocol, h.msgLen, c.left)
+			return fmt.Errorf("%w: page continues %d bytes of a message with %d bytes left", ErrProtocol, h.MsgLen, c.left)
 		}
-		return fmt.Errorf("%w: page continues %d bytes of no message", ErrProtocol, h.msgLen)
+		return fmt.Errorf("%w: page continues %d bytes of no message", ErrProtocol, h.MsgLen)
 	}
 	if c.inMsg && c.left > uint64(len(payload)) && len(payload) == 0 {
 		return fmt.Errorf("%w: empty page inside a message", ErrProtocol)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
 )
 
@@ -110,8 +111,8 @@ func deliver(c *Conn, bufs [][]byte, bypass bool) (pushed []uint32) {
 		}
 		slot := uint32(i)
 		copy(l.rx.mem[i*l.rx.bufSize:], b)
-		if bypass && len(b) >= headerSize {
-			if h := readHeader(b); (h.kind == kindPage || h.kind == kindTagged) && uint64(h.fragLen)+headerSize == uint64(len(b)) && h.msgLen > uint64(h.fragLen) {
+		if bypass && len(b) >= wire.HeaderSize {
+			if h := wire.ReadHeader(b); (h.Kind == wire.KindPage || h.Kind == wire.KindTagged) && uint64(h.FragLen)+wire.HeaderSize == uint64(len(b)) && h.MsgLen > uint64(h.FragLen) {
 				l.rx.ready.push(slot)
 				pushed = append(pushed, slot)
 				continue
@@ -291,9 +292,9 @@ func checkInRx(t *testing.T, c *Conn, b []byte) {
 	}
 	slot := int(at-base) / rx.bufSize
 	off := int(at-base) - slot*rx.bufSize
-	h := readHeader(rx.mem[slot*rx.bufSize:])
-	if off < headerSize || off+len(b) > headerSize+int(h.fragLen) {
-		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, headerSize, headerSize+int(h.fragLen))
+	h := wire.ReadHeader(rx.mem[slot*rx.bufSize:])
+	if off < wire.HeaderSize || off+len(b) > wire.HeaderSize+int(h.FragLen) {
+		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, wire.HeaderSize, wire.HeaderSize+int(h.FragLen))
 	}
 }
 
@@ -311,11 +312,11 @@ func checkInPage(t *testing.T, c *Conn, m Message) {
 		t.Fatalf("Message from receive buffer %d of %d", m.slot, len(rx.refs))
 	}
 	off := int(m.slot) * rx.bufSize
-	h := readHeader(rx.mem[off:])
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem))) + uintptr(off+headerSize)
+	h := wire.ReadHeader(rx.mem[off:])
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem))) + uintptr(off+wire.HeaderSize)
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(m.b)))
-	if at < base || at+uintptr(len(m.b)) > base+uintptr(h.fragLen) {
-		t.Fatalf("Message of %d bytes at %d of page %d, whose payload is %d bytes", len(m.b), int64(at)-int64(base), m.slot, h.fragLen)
+	if at < base || at+uintptr(len(m.b)) > base+uintptr(h.FragLen) {
+		t.Fatalf("Message of %d bytes at %d of page %d, whose payload is %d bytes", len(m.b), int64(at)-int64(base), m.slot, h.FragLen)
 	}
 }
 
@@ -430,9 +431,9 @@ type pageModel struct {
 // kind is the kind of the pages the model decodes.
 func (m *pageModel) kind() uint8 {
 	if m.tagged {
-		return kindTagged
+		return wire.KindTagged
 	}
-	return kindPage
+	return wire.KindPage
 }
 
 // prefix is how many bytes come before a record's message.
@@ -456,22 +457,22 @@ func (m *pageModel) receive(b []byte) {
 	if m.err != nil {
 		return
 	}
-	if len(b) < headerSize {
+	if len(b) < wire.HeaderSize {
 		m.err = ErrProtocol
 		return
 	}
-	h := readHeader(b)
-	p := b[headerSize:]
+	h := wire.ReadHeader(b)
+	p := b[wire.HeaderSize:]
 	switch {
-	case uint64(h.fragLen) != uint64(len(p)):
+	case uint64(h.FragLen) != uint64(len(p)):
 		m.err = ErrProtocol
-	case h.kind == kindCredit:
-	case h.kind == kindFin:
+	case h.Kind == wire.KindCredit:
+	case h.Kind == wire.KindFin:
 		m.fin = true
-	case h.kind != m.kind() || m.fin:
+	case h.Kind != m.kind() || m.fin:
 		m.err = ErrProtocol
 	default:
-		m.page(p, h.msgLen)
+		m.page(p, h.MsgLen)
 	}
 }
 
@@ -548,7 +549,7 @@ func (m *pageModel) end() error {
 // bits 0-4 are an amount d that the continuation count is off by, down if
 // bit 6 is set, and bit 5 makes fragLen say 1+d bytes more than the payload.
 const (
-	fuzzMaxPayload = 4096 - headerSize
+	fuzzMaxPayload = 4096 - wire.HeaderSize
 	fuzzMaxBuffers = 128
 )
 
@@ -595,23 +596,23 @@ func parseDecoderInput(data []byte, tagged bool) *decoderInput {
 		n = min(n, fuzzMaxPayload)
 		var buf []byte
 		if ctl&0x80 != 0 {
-			buf = append(buf, next(headerSize)...)
+			buf = append(buf, next(wire.HeaderSize)...)
 			buf = append(buf, next(n)...)
 		} else {
 			payload := next(n)
-			h := header{kind: d.model.kind(), fragLen: uint32(len(payload)), msgLen: d.model.continuation(len(payload))}
+			h := wire.Header{Kind: d.model.kind(), FragLen: uint32(len(payload)), MsgLen: d.model.continuation(len(payload))}
 			lie := uint64(ctl & 0x1f)
 			if ctl&0x40 != 0 {
-				h.msgLen -= lie
+				h.MsgLen -= lie
 			} else {
-				h.msgLen += lie
+				h.MsgLen += lie
 			}
 			if ctl&0x20 != 0 {
-				h.fragLen += 1 + uint32(lie)
+				h.FragLen += 1 + uint32(lie)
 			}
-			buf = make([]byte, headerSize+len(payload))
-			putHeader(buf, h)
-			copy(buf[headerSize:], payload)
+			buf = make([]byte, wire.HeaderSize+len(payload))
+			wire.PutHeader(buf, h)
+			copy(buf[wire.HeaderSize:], payload)
 		}
 		d.bufs = append(d.bufs, buf)
 		d.model.receive(buf)
@@ -623,7 +624,7 @@ func parseDecoderInput(data []byte, tagged bool) *decoderInput {
 // checks the result against the model. It returns how reading ended.
 func runDecoder(t *testing.T, data []byte) (*decoderInput, error) {
 	d := parseDecoderInput(data, false)
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, b := range d.bufs {
 		bufSize = max(bufSize, len(b))
 	}
@@ -670,7 +671,7 @@ func FuzzPageDecoder(f *testing.F) {
 func newWritingConn(t testing.TB, pageCap, slots, maxSend int) *Conn {
 	c := newFuzzConn(t, maxSend)
 	l, s := c.link, &c.send
-	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+pageCap)), bufSize: headerSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	l.tx = sendQueue{mem: make([]byte, slots*(wire.HeaderSize+pageCap)), bufSize: wire.HeaderSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
 	s.frames = plainPages.writer(pageCap)
 	s.maxSend = maxSend
 	s.lazy = true
@@ -687,11 +688,11 @@ func sentPages(t *testing.T, c *Conn) (pages [][]byte) {
 		slot := int(done % uint64(q.slots))
 		off := slot * q.bufSize
 		n := int(q.lens[slot])
-		if n < headerSize || n > q.bufSize {
+		if n < wire.HeaderSize || n > q.bufSize {
 			t.Fatalf("page of %d bytes in a send buffer of %d", n, q.bufSize)
 		}
 		page := bytes.Clone(q.mem[off : off+n])
-		if h := readHeader(page); h.kind != kindPage || int(h.fragLen) != n-headerSize {
+		if h := wire.ReadHeader(page); h.Kind != wire.KindPage || int(h.FragLen) != n-wire.HeaderSize {
 			t.Fatalf("page header %+v on %d bytes", h, n)
 		}
 		pages = append(pages, page)
@@ -905,8 +906,8 @@ func runRoundTrip(t *testing.T, data []byte) {
 		t.Fatalf("%d pages sent, want %d of %v bytes", len(pages), len(want), want)
 	} else {
 		for i, p := range pages {
-			if len(p)-headerSize != want[i] {
-				t.Fatalf("page %d holds %d bytes, want %d (pages of %v bytes)", i, len(p)-headerSize, want[i], want)
+			if len(p)-wire.HeaderSize != want[i] {
+				t.Fatalf("page %d holds %d bytes, want %d (pages of %v bytes)", i, len(p)-wire.HeaderSize, want[i], want)
 			}
 		}
 	}
@@ -914,7 +915,7 @@ func runRoundTrip(t *testing.T, data []byte) {
 		t.Fatalf("writer counted %d messages, %d were written", w.send.msgs, len(want))
 	}
 
-	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
+	c := newReadingConn(t, len(pages), wire.HeaderSize+pageCap, uint64(maxSend))
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
 		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
@@ -988,9 +989,9 @@ func (s decoderSeed) page(payload []byte, lie ...byte) decoderSeed {
 }
 
 // raw adds a buffer with the header as given, lying or not, and payload.
-func (s decoderSeed) raw(h header, payload []byte) decoderSeed {
-	hb := make([]byte, headerSize)
-	putHeader(hb, h)
+func (s decoderSeed) raw(h wire.Header, payload []byte) decoderSeed {
+	hb := make([]byte, wire.HeaderSize)
+	wire.PutHeader(hb, h)
 	s = append(s, 0x80, byte(len(payload)), byte(len(payload)>>8))
 	return append(append(s, hb...), payload...)
 }
@@ -1054,8 +1055,8 @@ func decoderSeeds() []pageSeed {
 		{"truncated-prefix-1", ht(readMessageStyle, 2).page(cat(recs("ok"), []byte{1})), ErrProtocol, 1},
 		{"truncated-prefix-7", ht(nextMessageStyle, 0).page(cat(recs("ok"), make([]byte, 7))), ErrProtocol, 1},
 		{"truncated-prefix-alone", ht(appendMessageStyle, 0).page([]byte{4, 0, 0}), ErrProtocol, 0},
-		{"lying-length-next-page-new", ht(nextMessageStyle, 0).page(rec(100, fill(10, 'l'))).raw(header{kind: kindPage, fragLen: 12, msgLen: 0}, recs("next")), ErrProtocol, 0},
-		{"lying-length-next-page-more", ht(readMessageStyle, 8).page(rec(100, fill(10, 'l'))).raw(header{kind: kindPage, fragLen: 120, msgLen: 100}, fill(120, 'c')), ErrProtocol, 0},
+		{"lying-length-next-page-new", ht(nextMessageStyle, 0).page(rec(100, fill(10, 'l'))).raw(wire.Header{Kind: wire.KindPage, FragLen: 12, MsgLen: 0}, recs("next")), ErrProtocol, 0},
+		{"lying-length-next-page-more", ht(readMessageStyle, 8).page(rec(100, fill(10, 'l'))).raw(wire.Header{Kind: wire.KindPage, FragLen: 120, MsgLen: 100}, fill(120, 'c')), ErrProtocol, 0},
 		{"lying-length-end-of-stream", ht(readStreamStyle, 3).page(rec(100, fill(10, 'l'))), io.ErrUnexpectedEOF, 0},
 		{"lying-length-short", ht(nextMessageStyle, 0).page(rec(2, []byte("abcdef"))), ErrProtocol, 1},
 		{"continuation-one-more", ht(nextMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(cat(fill(50, 'b'), recs("c")), 1), ErrProtocol, 0},
@@ -1073,16 +1074,16 @@ func decoderSeeds() []pageSeed {
 		{"at-maximum", ht(nextMessageStyle, 0).page(cat(rec(1000, fill(1000, 'm')), recs("ok"))), io.EOF, 2},
 		{"over-maximum-huge", ht(appendMessageStyle, 0).page(rec(-1, fill(8, 'h'))), ErrMessageTooLarge, 0},
 		{"over-maximum-next-page", ht(nextMessageStyle, 0).page(recs("ok")).page(rec(5000, nil)), ErrMessageTooLarge, 1},
-		{"msglen-above-fraglen", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindPage, fragLen: 5, msgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
-		{"msglen-above-fraglen-reader", newDecoderSeed(nextMessageStyle, 0, true, maxBy250).page(rec(100, fill(50, 'a'))).raw(header{kind: kindPage, fragLen: 5, msgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
+		{"msglen-above-fraglen", ht(nextMessageStyle, 0).page(recs("ok")).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
+		{"msglen-above-fraglen-reader", newDecoderSeed(nextMessageStyle, 0, true, maxBy250).page(rec(100, fill(50, 'a'))).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
 		{"fraglen-says-more", ht(readMessageStyle, 4).page(recs("ok")).page(recs("lie"), lieFrag), ErrProtocol, 1},
-		{"fraglen-says-less", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindPage, fragLen: 3}, recs("lie")), ErrProtocol, 1},
+		{"fraglen-says-less", ht(nextMessageStyle, 0).page(recs("ok")).raw(wire.Header{Kind: wire.KindPage, FragLen: 3}, recs("lie")), ErrProtocol, 1},
 		{"truncated-header", ht(nextMessageStyle, 0).page(recs("ok")).truncated(8), ErrProtocol, 1},
-		{"data-kind", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"unknown-kind", ht(nextMessageStyle, 0).raw(header{kind: 9, fragLen: 10}, recs("x")[:10]), ErrProtocol, 0},
-		{"credit-between-pages", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(header{kind: kindCredit, credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
-		{"page-after-fin", ht(readStreamStyle, 0).page(recs("ok")).raw(header{kind: kindFin, flags: flagLast}, nil).page(recs("zombie")), ErrProtocol, 0},
-		{"fin-inside-message", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"data-kind", ht(nextMessageStyle, 0).page(recs("ok")).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"unknown-kind", ht(nextMessageStyle, 0).raw(wire.Header{Kind: 9, FragLen: 10}, recs("x")[:10]), ErrProtocol, 0},
+		{"credit-between-pages", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(wire.Header{Kind: wire.KindCredit, Credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
+		{"page-after-fin", ht(readStreamStyle, 0).page(recs("ok")).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil).page(recs("zombie")), ErrProtocol, 0},
+		{"fin-inside-message", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.ErrUnexpectedEOF, 0},
 	}
 }
 
@@ -1110,7 +1111,7 @@ func (s roundTripSeed) msg(n int, ctl byte) roundTripSeed {
 }
 
 func roundTripSeeds() []pageSeed {
-	const page = 4096 - headerSize
+	const page = 4096 - wire.HeaderSize
 	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
 	for i := range 20 {
 		small = small.msg(i*13, 0)

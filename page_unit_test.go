@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // appendAll lays out a batch exactly as appendWhole does message by
@@ -25,7 +26,7 @@ func TestAppendAllMatchesAppendWhole(t *testing.T) {
 			{"empty batch", nil, 100, 0},
 		} {
 			const payload = 512
-			buf1, buf2 := make([]byte, headerSize+payload), make([]byte, headerSize+payload)
+			buf1, buf2 := make([]byte, wire.HeaderSize+payload), make([]byte, wire.HeaderSize+payload)
 			w1, w2 := f.writer(payload).(*pageWriter), f.writer(payload).(*pageWriter)
 			w1.open(buf1, 0)
 			w2.open(buf2, 0)
@@ -92,5 +93,39 @@ func TestRecordsMatchesRecord(t *testing.T) {
 		if diff := cmp.Diff(want, dst[:n]); diff != "" || sum != wantSum || c1.off != c2.off || c1.inMsg != c2.inMsg {
 			t.Errorf("%s: records (-record +records):\n%s\nbytes %d, want %d; cursor %+v, want %+v", tc.name, diff, sum, wantSum, c1, c2)
 		}
+	}
+}
+
+// countRecords counts the tagged records that begin in a page: what a
+// publisher that gives up on its unsent pages reports undelivered.
+func TestCountRecords(t *testing.T) {
+	w := taggedPages(false).writer(4096 - wire.HeaderSize).(*pageWriter)
+	page := make([]byte, 4096)
+	w.open(page, 0)
+	for i := 0; i < 5; i++ {
+		w.setRecord(1, uint64(i))
+		w.begin(100)
+		w.put(make([]byte, 100))
+	}
+	w.setRecord(1, 5)
+	w.begin(10000) // a message larger than the page begins in it
+	w.put(make([]byte, 10000))
+	n := w.seal()
+	h := wire.ReadHeader(page)
+	if got := countRecords(page[wire.HeaderSize:n], h.MsgLen, taggedPrefixSize); got != 6 {
+		t.Fatalf("%d records counted, want 6", got)
+	}
+	// A page that continues a message, then holds two.
+	w.open(page, 300)
+	w.put(make([]byte, 300))
+	for i := 0; i < 2; i++ {
+		w.setRecord(2, uint64(i))
+		w.begin(8)
+		w.put(make([]byte, 8))
+	}
+	n = w.seal()
+	h = wire.ReadHeader(page)
+	if got := countRecords(page[wire.HeaderSize:n], h.MsgLen, taggedPrefixSize); got != 2 {
+		t.Fatalf("%d records counted after a continuation, want 2", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // A page's buffer holds Config.BufferSize bytes of messages besides its
@@ -29,7 +30,7 @@ func TestBufferFor(t *testing.T) {
 		c := Config{Mode: m}
 		c.setDefaults()
 		lc := linkConfigOf(&c)
-		want := c.BufferSize + headerSize + prefixSize
+		want := c.BufferSize + wire.HeaderSize + prefixSize
 		if lc.rxBufSize != want || lc.txBufSize != want {
 			t.Errorf("%v: link posts %d-byte buffers and sends %d, want %d", m, lc.rxBufSize, lc.txBufSize, want)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // pubLink is the publisher's link to one subscriber. Its methods run on
@@ -46,10 +48,10 @@ type pubLink struct {
 	tags    map[uint64]Policy // what the subscriber has in the table
 
 	// Reactor only.
-	finals  []finalSeq // what the farewell tells
-	reason  uint8      // farewellClosed or farewellSlow
-	counted bool       // the unposted messages were counted already
-	gone    bool       // out of p.links
+	finals  []wire.FinalSeq // what the farewell tells
+	reason  uint8           // wire.FarewellClosed or wire.FarewellSlow
+	counted bool            // the unposted messages were counted already
+	gone    bool            // out of p.links
 }
 
 // maxPendingRequests bounds the requests a subscriber may have waiting.
@@ -267,11 +269,11 @@ func (pl *pubLink) unposted() uint64 {
 	head := l.tx.head.Load()
 	for i := l.txPosted; i < head; i++ {
 		b := l.tx.buf(i)[:l.tx.lens[i%uint64(l.tx.slots)]]
-		h := readHeader(b)
-		if i == l.txPosted && h.msgLen > 0 {
+		h := wire.ReadHeader(b)
+		if i == l.txPosted && h.MsgLen > 0 {
 			n++
 		}
-		n += countRecords(b[headerSize:headerSize+int(h.fragLen)], h.msgLen, taggedPrefixSize)
+		n += countRecords(b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)], h.MsgLen, taggedPrefixSize)
 	}
 	return n
 }
@@ -292,9 +294,9 @@ func countRecords(payload []byte, cont uint64, prefix int) uint64 {
 // sayGoodbye closes the link, telling the subscriber where its tags'
 // sequences end: at once (now), dropping what was not sent, or after
 // sending what was written, for up to Config.Linger. On the reactor.
-func (pl *pubLink) sayGoodbye(finals []finalSeq, now bool) {
+func (pl *pubLink) sayGoodbye(finals []wire.FinalSeq, now bool) {
 	pl.leaveList()
-	pl.finals, pl.reason = finals, farewellClosed
+	pl.finals, pl.reason = finals, wire.FarewellClosed
 	pl.l.farewell = pl.farewell
 	if now {
 		pl.l.closeNow()
@@ -309,11 +311,11 @@ func (pl *pubLink) farewell(dropping bool) []byte {
 		pl.p.stats.undelivered.Add(pl.unposted())
 	}
 	pl.counted = true
-	f := farewell{reason: pl.reason, incarnation: pl.p.incarnation, finals: pl.finals}
-	if len(f.finals) > tagsPerFarewell {
-		f.finals, f.partial = f.finals[:tagsPerFarewell], true
+	f := wire.Farewell{Reason: pl.reason, Incarnation: pl.p.incarnation, Finals: pl.finals}
+	if len(f.Finals) > wire.TagsPerFarewell {
+		f.Finals, f.Partial = f.Finals[:wire.TagsPerFarewell], true
 	}
-	return f.marshal()
+	return f.Marshal()
 }
 
 // leaveList takes the link out of the publisher's list, once. On the
@@ -331,7 +333,7 @@ func (pl *pubLink) leaveList() {
 
 func (pl *pubLink) sized(l *link) error {
 	s := &pl.send
-	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
+	s.frames = l.cfg.framing.writer(l.tx.bufSize - wire.HeaderSize)
 	pl.frames = s.frames.(*pageWriter)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
@@ -378,10 +380,10 @@ func (pl *pubLink) ended(l *link) {
 }
 
 func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {
-	if kind != kindSubscribe && kind != kindUnsubscribe {
+	if kind != wire.KindSubscribe && kind != wire.KindUnsubscribe {
 		return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
 	}
-	req, err := parseRequest(payload)
+	req, err := wire.ParseRequest(payload)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -164,7 +165,7 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 		return nil
 	})
 	var p *Publisher
-	_, _, err := listen("listen", network, address, opts, roleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
+	_, _, err := listen("listen", network, address, opts, wire.RoleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
 		ac.anyMode = true
 		p = &Publisher{ac: ac, eng: ac.eng, raw: raw, cfg: cfg, tags: map[uint64]*tagEntry{},
 			ended: make(chan struct{}), workers: newWorkerCount(), events: newEventQueue(cfg.EventBuffer)}
@@ -188,7 +189,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c.Mode = m
 	c.setDefaults()
 	f := publishing{taggedPages(m == LowLatency)}
-	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: f,
+	return linkConfig{mode: m, role: wire.RolePublisher, ctlPayload: wire.ControlPayloadMax, framing: f,
 		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: bufferFor(f, c.BufferSize),
 		maxMessage: c.MaxMessageSize, linger: c.Linger, key: p.cfg.Key, beat: beatConfigOf(&c)}
 }
@@ -205,14 +206,14 @@ func (publishing) checker(uint64) frameCheck { return refuseData{} }
 // refuseData is the frame check of a link that takes no data.
 type refuseData struct{}
 
-func (refuseData) check(h header) error {
-	return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.kind)
+func (refuseData) check(h wire.Header) error {
+	return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.Kind)
 }
 
 // admit accepts a subscriber whose buffers the process can afford; on the
 // reactor.
-func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
-	lc := p.linkConfig(h.mode)
+func (p *Publisher) admit(req *ofi.Info, h wire.Hello) []byte {
+	lc := p.linkConfig(Mode(h.Mode))
 	if !p.ac.affords(&lc, h) {
 		return rejectLimitData
 	}
@@ -494,14 +495,14 @@ func (p *Publisher) stopWriters(links []*pubLink) {
 // collectFinals waits for each tag's turn, so that the Publish calls in
 // progress are over, and returns where each link's tags end. If done
 // closes first, the Publish calls are made to give up.
-func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*pubLink][]finalSeq {
+func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*pubLink][]wire.FinalSeq {
 	p.tableMu.RLock()
 	entries := make(map[uint64]*tagEntry, len(p.tags))
 	for tag, e := range p.tags {
 		entries[tag] = e
 	}
 	p.tableMu.RUnlock()
-	finals := map[*pubLink][]finalSeq{}
+	finals := map[*pubLink][]wire.FinalSeq{}
 	for tag, e := range entries {
 		if !e.turn.lock(done) {
 			p.stopWriters(links)
@@ -509,7 +510,7 @@ func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*p
 			e.turn.lock(nil)
 		}
 		for _, s := range e.subs {
-			finals[s.pl] = append(finals[s.pl], finalSeq{tag: tag, next: e.next})
+			finals[s.pl] = append(finals[s.pl], wire.FinalSeq{Tag: tag, Next: e.next})
 		}
 		e.turn.unlock()
 	}

@@ -3,6 +3,8 @@ package netio
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The two hand-offs between a connection's user side and the reactor. They
@@ -65,10 +67,10 @@ type recvQueue struct {
 }
 
 // payload is the data of buffer slot, as its header describes it.
-func (q *recvQueue) payload(slot uint32) ([]byte, header) {
+func (q *recvQueue) payload(slot uint32) ([]byte, wire.Header) {
 	off := int(slot) * q.bufSize
-	h := readHeader(q.mem[off:])
-	return q.mem[off+headerSize : off+headerSize+int(h.fragLen)], h
+	h := wire.ReadHeader(q.mem[off:])
+	return q.mem[off+wire.HeaderSize : off+wire.HeaderSize+int(h.FragLen)], h
 }
 
 // giveBack hands a buffer back to the reactor for re-posting and reports

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // receiver is a Conn's reading side. Its methods run in the reading
@@ -140,7 +142,7 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 		}
 		v := f.views[(s>>f.epochShift)&1].Load()
 		slot, end := int(v>>32), int(uint32(v))
-		base := slot*r.q.bufSize + headerSize
+		base := slot*r.q.bufSize + wire.HeaderSize
 		page := r.q.mem[base : base+end]
 		off := int(s & f.offMask)
 		if off+prefixSize > len(page) {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // sender is a Conn's writing side. Its methods run in the writing
@@ -147,7 +149,7 @@ func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 	off := fw.put(p)
 	for off < n {
 		s.publish(flushFull)
-		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-headerSize))); err != nil {
+		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-wire.HeaderSize))); err != nil {
 			// Part of the message is on its way: the stream cannot go on.
 			s.failed = err
 			s.gate.stop()

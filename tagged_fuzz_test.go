@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // FuzzTaggedPages is FuzzPageDecoder for the pages of publish/subscribe
-// (kind kindTagged: each record's length followed by its tag and sequence
+// (kind wire.KindTagged: each record's length followed by its tag and sequence
 // number), read the way a subscriber's dispatcher reads them, with
 // receiver.nextRecords. The input is FuzzPageDecoder's (see
 // parseDecoderInput), its honest pages tagged; the read style bits are
@@ -28,7 +30,7 @@ func FuzzTaggedPages(f *testing.F) {
 func runTagged(t *testing.T, data []byte) (*decoderInput, error) {
 	d := parseDecoderInput(data, true)
 	m := &d.model
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, b := range d.bufs {
 		bufSize = max(bufSize, len(b))
 	}
@@ -110,22 +112,22 @@ func taggedSeeds() []fuzzSeed {
 		{"lying-length-within-huge-maximum", huge(0).page(cat(trecs(0, "ok"), trec(1<<39, 1, 1, fill(10, 'l')))), io.ErrUnexpectedEOF, 1},
 		{"lying-length-within-huge-maximum-next-page", huge(2).page(trec(1<<40, 1, 1, fill(10, 'l'))).page(fill(50, 'm')), io.ErrUnexpectedEOF, 0},
 		{"lying-length-short", sub(0).page(trec(2, 1, 1, []byte("abcdef"))), ErrProtocol, 1},
-		{"lying-length-next-page-new", sub(0).page(trec(100, 1, 1, fill(10, 'l'))).raw(header{kind: kindTagged, fragLen: 25}, trecs(1, "n")), ErrProtocol, 0},
+		{"lying-length-next-page-new", sub(0).page(trec(100, 1, 1, fill(10, 'l'))).raw(wire.Header{Kind: wire.KindTagged, FragLen: 25}, trecs(1, "n")), ErrProtocol, 0},
 		{"prefix-truncated", sub(0).page(cat(trecs(0, "ok"), fill(20, 0))), ErrProtocol, 1},
 		{"plain-record-in-tagged-page", sub(0).page(rec(1, []byte("x"))), ErrProtocol, 0},
 		{"continuation-one-more", sub(0).page(trec(100, 1, 1, fill(50, 'a'))).page(cat(fill(50, 'b'), trecs(1, "c")), 1), ErrProtocol, 0},
 		{"continuation-on-first-page", sub(0).page(cat(fill(5, 'c'), trecs(0, "x")), 5), ErrProtocol, 0},
 		{"empty-page-inside-message", sub(0).page(trec(100, 1, 1, fill(50, 'a'))).page(nil), ErrProtocol, 0},
-		{"msglen-above-fraglen", sub(0).page(trecs(0, "ok")).raw(header{kind: kindTagged, fragLen: 5, msgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
-		{"msglen-above-fraglen-reader", newDecoderSeed(0, 0, true, maxBy250).page(trec(100, 1, 1, fill(50, 'a'))).raw(header{kind: kindTagged, fragLen: 5, msgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
-		{"plain-page-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindPage, fragLen: 9}, rec(1, []byte("x"))), ErrProtocol, 1},
-		{"data-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"ack-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindAck, fragLen: 16}, fill(16, 0)), ErrProtocol, 1},
+		{"msglen-above-fraglen", sub(0).page(trecs(0, "ok")).raw(wire.Header{Kind: wire.KindTagged, FragLen: 5, MsgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
+		{"msglen-above-fraglen-reader", newDecoderSeed(0, 0, true, maxBy250).page(trec(100, 1, 1, fill(50, 'a'))).raw(wire.Header{Kind: wire.KindTagged, FragLen: 5, MsgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
+		{"plain-page-kind", sub(0).page(trecs(0, "ok")).raw(wire.Header{Kind: wire.KindPage, FragLen: 9}, rec(1, []byte("x"))), ErrProtocol, 1},
+		{"data-kind", sub(0).page(trecs(0, "ok")).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"ack-kind", sub(0).page(trecs(0, "ok")).raw(wire.Header{Kind: wire.KindAck, FragLen: 16}, fill(16, 0)), ErrProtocol, 1},
 		{"fraglen-says-more", sub(0).page(trecs(0, "ok")).page(trecs(1, "lie"), lieFrag), ErrProtocol, 1},
 		{"truncated-header", sub(0).page(trecs(0, "ok")).truncated(8), ErrProtocol, 1},
-		{"page-after-fin", sub(0).page(trecs(0, "ok")).raw(header{kind: kindFin, flags: flagLast}, nil).page(trecs(1, "zombie")), ErrProtocol, 1},
-		{"fin-inside-message", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
-		{"credit-between-pages", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(header{kind: kindCredit, credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
+		{"page-after-fin", sub(0).page(trecs(0, "ok")).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil).page(trecs(1, "zombie")), ErrProtocol, 1},
+		{"fin-inside-message", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"credit-between-pages", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(wire.Header{Kind: wire.KindCredit, Credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
 	}
 }
 
@@ -220,7 +222,7 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 	}
 	pages = append(pages, sentTaggedPages(t, w, 0)...)
 
-	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
+	c := newReadingConn(t, len(pages), wire.HeaderSize+pageCap, uint64(maxSend))
 	f := taggedPages(packed)
 	c.link.frames = f.checker(uint64(maxSend))
 	c.recv.frames = f.reader()
@@ -267,8 +269,8 @@ func sentTaggedPages(t *testing.T, c *Conn, keep uint64) (pages [][]byte) {
 		slot := int(done % uint64(q.slots))
 		n := int(q.lens[slot])
 		page := bytes.Clone(q.mem[slot*q.bufSize : slot*q.bufSize+n])
-		if h := readHeader(page); n < headerSize || h.kind != kindTagged || int(h.fragLen) != n-headerSize {
-			t.Fatalf("tagged page of %d bytes with header %+v", n, readHeader(page))
+		if h := wire.ReadHeader(page); n < wire.HeaderSize || h.Kind != wire.KindTagged || int(h.FragLen) != n-wire.HeaderSize {
+			t.Fatalf("tagged page of %d bytes with header %+v", n, wire.ReadHeader(page))
 		}
 		pages = append(pages, page)
 	}
@@ -277,7 +279,7 @@ func sentTaggedPages(t *testing.T, c *Conn, keep uint64) (pages [][]byte) {
 }
 
 func taggedRoundTripSeeds() []fuzzSeed {
-	const page = 4096 - headerSize
+	const page = 4096 - wire.HeaderSize
 	// Pages are packed for an odd read style, lazy for an even one.
 	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
 	for i := range 20 {
