@@ -54,8 +54,8 @@ func TestWithConfigComesFirst(t *testing.T) {
 // The wire's ranges are netio's own: a peer's hello may offer what a
 // Config may hold, and no more.
 func TestWireLimitsMatchConfig(t *testing.T) {
-	if MaxBufferSize != wire.MaxBufferSize || MaxWindow != wire.MaxWindow || HighThroughput != wire.MaxMode || DropNewest != wire.MaxPolicy {
+	if netio.MaxBufferSize != wire.MaxBufferSize || netio.MaxWindow != wire.MaxWindow || uint8(netio.HighThroughput) != wire.MaxMode || uint8(netio.DropNewest) != wire.MaxPolicy {
 		t.Fatalf("wire limits (buffer %d, window %d, mode %d, policy %d) differ from Config's (%d, %d, %d, %d)",
-			wire.MaxBufferSize, wire.MaxWindow, wire.MaxMode, wire.MaxPolicy, MaxBufferSize, MaxWindow, HighThroughput, DropNewest)
+			wire.MaxBufferSize, wire.MaxWindow, wire.MaxMode, wire.MaxPolicy, netio.MaxBufferSize, netio.MaxWindow, netio.HighThroughput, netio.DropNewest)
 	}
 }
