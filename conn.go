@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -71,7 +72,7 @@ type half struct {
 
 func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	c := &Conn{eng: eng, cfg: cfg, network: network, pollFor: pollFor(cfg)}
-	l, err := newLink(eng, c, &c.stats, linkConfigOf(&cfg), network)
+	l, err := newLink(eng, c, &c.stats, newLinkConfig(wire.RoleConn, &cfg), network)
 	if err != nil {
 		return nil, err
 	}
@@ -90,25 +91,25 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 func (c *Conn) sized(l *link) error {
 	f := l.cfg.framing
 	s := &c.send
-	s.frames = f.writer(l.tx.bufSize - wire.HeaderSize)
+	s.frames = f.Writer(l.tx.bufSize - wire.HeaderSize)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
-	if w, ok := s.frames.(*pageWriter); ok && w.f.kind == wire.KindPage && w.f.packed && l.sizes.lend {
+	if f == page.Packed && l.sizes.lend {
 		s.lend = true
 		s.appendMax = min(s.maxSend, lendMin-1)
 	}
-	if s.pack = s.frames.packs(); s.pack {
+	if s.pack = s.frames.Packs(); s.pack {
 		l.packed = s
 	}
-	if s.lazy = s.frames.lazy(); s.lazy {
+	if s.lazy = s.frames.Lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &c.cfg); err != nil {
 			return err
 		}
 	}
 	r := &c.recv
-	r.frames = f.reader()
-	r.pos.max = l.sizes.maxRecv
+	r.frames = f.Reader()
+	r.pos.Max = l.sizes.maxRecv
 	r.spares.limit = 4 * l.rx.bufSize
 	if ap, err := l.res.ep.LocalAddr(); err == nil {
 		c.local = Addr{Provider: c.network, AddrPort: ap}

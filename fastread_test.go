@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -16,10 +17,10 @@ import (
 // returns how many it wrote.
 func fillPage(buf []byte, size int, first uint64) int {
 	off, n := wire.HeaderSize, 0
-	for off+prefixSize+size <= len(buf) {
+	for off+page.PrefixSize+size <= len(buf) {
 		binary.LittleEndian.PutUint64(buf[off:], uint64(size))
-		binary.LittleEndian.PutUint64(buf[off+prefixSize:], first+uint64(n))
-		off += prefixSize + size
+		binary.LittleEndian.PutUint64(buf[off+page.PrefixSize:], first+uint64(n))
+		off += page.PrefixSize + size
 		n++
 	}
 	wire.PutHeader(buf, wire.Header{Kind: wire.KindPage, FragLen: uint32(off - wire.HeaderSize)})
@@ -42,7 +43,7 @@ func refill(c *Conn) {
 // readingPages returns a Conn whose window of 1 MiB pages of 64-byte
 // messages has arrived, and the messages per page.
 func readingPages(b *testing.B, size int) (*Conn, int) {
-	const window, bufSize = 8, 1<<20 + wire.HeaderSize + prefixSize
+	const window, bufSize = 8, 1<<20 + wire.HeaderSize + page.PrefixSize
 	c := newReadingConn(b, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
@@ -148,7 +149,7 @@ func BenchmarkWritePath(b *testing.B) {
 // buffers of a live connection).
 func TestFastReadConcurrent(t *testing.T) {
 	const window, size, pages = 4, 24, 200
-	bufSize := wire.HeaderSize + 40*(prefixSize+size) // 40 messages a page
+	bufSize := wire.HeaderSize + 40*(page.PrefixSize+size) // 40 messages a page
 	c := newReadingConn(t, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
@@ -254,7 +255,7 @@ func TestFastReadConcurrent(t *testing.T) {
 // released, with no further read, as it does when the lock is taken.
 func TestFastReadLeavesPage(t *testing.T) {
 	const size = 24
-	bufSize := wire.HeaderSize + 10*(prefixSize+size)
+	bufSize := wire.HeaderSize + 10*(page.PrefixSize+size)
 	c := newReadingConn(t, 2, bufSize, 1<<20)
 	q := &c.link.rx
 	per := fillPage(q.mem[:bufSize], size, 0)
@@ -295,11 +296,11 @@ func TestFastReadSetup(t *testing.T) {
 		on      bool
 	}{
 		{4 << 10, true},
-		{1<<20 + wire.HeaderSize + prefixSize, true},
+		{1<<20 + wire.HeaderSize + page.PrefixSize, true},
 		{MaxBufferSize, false},
 	} {
 		var f fastRead
-		per := messagesPerBuffer(plainPages.reader(), tc.bufSize)
+		per := messagesPerBuffer(tc.bufSize)
 		if got := f.setup(tc.bufSize, per, 1<<20); got != tc.on || f.on() != tc.on {
 			t.Errorf("buffers of %d bytes: setup %v, on %v; want %v", tc.bufSize, got, f.on(), tc.on)
 		}

@@ -3,6 +3,7 @@ package netio
 import (
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -48,10 +49,10 @@ type lending struct {
 
 // messagesPerBuffer bounds the messages a reader can hand out from one
 // buffer of bufSize bytes on one visit.
-func messagesPerBuffer(f frameReader, bufSize int) int {
+func messagesPerBuffer(bufSize int) int {
 	// Pages: each record takes its prefix at least, and the first
 	// message may continue the previous page's without one.
-	return (bufSize-wire.HeaderSize)/prefixSize + 1
+	return (bufSize-wire.HeaderSize)/page.PrefixSize + 1
 }
 
 // start allocates the bits; by the reader, before its first Message.

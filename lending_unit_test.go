@@ -5,13 +5,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
 func TestLendingBits(t *testing.T) {
 	var l lending
-	per := messagesPerBuffer(plainPages.reader(), 4096)
-	if want := (4096-wire.HeaderSize)/prefixSize + 1; per != want {
+	per := messagesPerBuffer(4096)
+	if want := (4096-wire.HeaderSize)/page.PrefixSize + 1; per != want {
 		t.Fatalf("messages per 4 KiB page: %d, want %d", per, want)
 	}
 	l.start(2, per)
@@ -51,7 +52,7 @@ func TestLendingBits(t *testing.T) {
 // buffer every 1,024 messages.
 func BenchmarkLending(b *testing.B) {
 	var l lending
-	l.start(8, messagesPerBuffer(plainPages.reader(), 1<<20))
+	l.start(8, messagesPerBuffer(1<<20))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		n := int32(i & 1023)
@@ -69,7 +70,7 @@ func BenchmarkLending(b *testing.B) {
 // Releases fill the words of the bits, and the reader's leaving fills its
 // last word and counts the words not yet full.
 func TestLendingCount(t *testing.T) {
-	per := messagesPerBuffer(plainPages.reader(), 4096)
+	per := messagesPerBuffer(4096)
 	for _, n := range []int{0, 1, 2, 63, 64, 65, 127, 128, 129, 200, per} {
 		// before: how many messages are released before the reader leaves.
 		for _, before := range []int{0, 1, n / 2, n - 1, n} {
@@ -130,7 +131,7 @@ func TestLendingCount(t *testing.T) {
 // TestLendingConcurrentRelease releases a visit's messages from several
 // goroutines while the reader leaves: the buffer goes back exactly once.
 func TestLendingConcurrentRelease(t *testing.T) {
-	per := messagesPerBuffer(plainPages.reader(), 4096)
+	per := messagesPerBuffer(4096)
 	for round := 0; round < 50; round++ {
 		var l lending
 		l.start(1, per)

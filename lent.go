@@ -70,7 +70,7 @@ const (
 // in, so that this writer is the only one waiting on the send queue's
 // waker.
 func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
-	w := s.frames.(*pageWriter)
+	w := s.frames
 	if s.open {
 		s.publish(flushFull) // what was written before goes first
 	}
@@ -82,7 +82,7 @@ func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
 	for off < n {
 		cont := uint64(0)
 		if off > 0 {
-			cont = uint64(min(n-off, w.payloadMax))
+			cont = uint64(min(n-off, w.PayloadMax()))
 		}
 		if err := s.openNext(ctx, cont); err != nil {
 			if off == 0 {
@@ -95,10 +95,10 @@ func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
 			return off, err // as writeMessage: what was published goes out
 		}
 		if off == 0 {
-			w.putPrefix(n)
+			w.PutPrefix(n)
 		}
-		k := min(w.room(), n-off)
-		w.off += k // sent from p, not from the buffer
+		k := min(w.Room(), n-off)
+		w.Skip(k) // sent from p, not from the buffer
 		s.tail = p[off : off+k]
 		off += k
 		if off == n {

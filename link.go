@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -34,9 +35,8 @@ type link struct {
 	credit  creditWindow
 	tx      sendQueue
 	rx      recvQueue
-	frames  frameCheck // set at the handshake
-	sizes   linkSizes  // set at open and at the handshake
-	hb      heartbeat  // reactor only
+	sizes   linkSizes // set at open and at the handshake
+	hb      heartbeat // reactor only
 
 	scheduled atomic.Bool // kick queued a task
 
@@ -56,7 +56,7 @@ type link struct {
 	shutWrite   bool                   // the owner closed its writing side: FIN follows what it wrote
 	ctlOut      [][]byte               // the owner's control messages waiting to go, kind first
 	onMessage   func(msg []byte)       // data on the reactor (Config.OnMessage), or nil
-	here        hereReader             // onMessage's position in the received buffers
+	inline      page.InlineReader      // onMessage's position in the received buffers
 	packed      openSealer             // the owner's sender, when it packs (packing.go)
 	connected   chan error             // the handshake's outcome, for Dial
 	authReq     [wire.AuthTrailer]byte // dialing with a key: our request's authenticator
@@ -77,21 +77,59 @@ type linkConfig struct {
 	mode       Mode
 	role       wire.Role // what the link is to its peer
 	ctlPayload int       // largest payload of the owner's control messages; 0: none
-	framing    framing
-	rxWindow   int // receive buffers posted for the peer
-	rxBufSize  int // bytes each, header included
-	txWindow   int // send buffers kept at most
-	txBufSize  int // bytes each at most
+	framing    page.Format
+	takesData  bool // false: a data buffer from the peer breaks the protocol (publisher.go)
+	rxWindow   int  // receive buffers posted for the peer
+	rxBufSize  int  // bytes each, header included
+	txWindow   int  // send buffers kept at most
+	txBufSize  int  // bytes each at most
 	maxMessage int
 	linger     time.Duration
 	key        []byte // Config.Key: the handshake proves it (admission.go)
 	beat       beatConfig
 }
 
-func linkConfigOf(c *Config) linkConfig {
-	f := framingFor(c.Mode)
-	size := bufferFor(f, c.BufferSize)
-	return linkConfig{mode: c.Mode, role: wire.RoleConn, framing: f, rxWindow: c.Window, rxBufSize: size, txWindow: c.Window, txBufSize: size, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c)}
+// newLinkConfig sizes a link of the given role from c, whose defaults are
+// set. A connection sends and receives as the options say. A publisher's
+// link to a subscriber sends as they say and receives just the
+// subscriber's small requests, as control messages: data from a subscriber
+// would go to a reader that does not exist, so it breaks the protocol. A
+// subscriber's link is the mirror image.
+func newLinkConfig(role wire.Role, c *Config) linkConfig {
+	lc := linkConfig{mode: c.Mode, role: role, maxMessage: c.MaxMessageSize, linger: c.Linger, key: c.Key, beat: beatConfigOf(c), takesData: true}
+	switch role {
+	case wire.RoleConn:
+		lc.framing = page.Plain
+		if c.Mode == LowLatency {
+			lc.framing = page.Packed
+		}
+		size := bufferFor(lc.framing, c.BufferSize)
+		lc.rxWindow, lc.rxBufSize, lc.txWindow, lc.txBufSize = c.Window, size, c.Window, size
+	case wire.RolePublisher:
+		lc.framing, lc.ctlPayload, lc.takesData = page.Tagged(c.Mode == LowLatency), wire.ControlPayloadMax, false
+		lc.rxWindow, lc.rxBufSize = minWindow, minBufferSize
+		lc.txWindow, lc.txBufSize = c.Window, bufferFor(lc.framing, c.BufferSize)
+	case wire.RoleSubscriber:
+		lc.framing, lc.ctlPayload = page.Tagged(c.Mode == LowLatency), wire.ControlPayloadMax
+		lc.rxWindow, lc.rxBufSize = c.Window, bufferFor(lc.framing, c.BufferSize)
+		lc.txWindow, lc.txBufSize = minWindow, minBufferSize
+	}
+	return lc
+}
+
+// bufferFor is the size of the buffers that carry messages of up to size
+// bytes in pages of format f: size plus what a page holds besides one
+// message, up to the largest buffer (at MaxBufferSize a message that large
+// is cut in two, as it always was).
+func bufferFor(f page.Format, size int) int { return min(size+f.Pad(), maxBufferSize) }
+
+// checkData vets the header of a data buffer from the peer on the reactor,
+// before anyone reads it.
+func (l *link) checkData(h wire.Header) error {
+	if !l.cfg.takesData {
+		return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.Kind)
+	}
+	return l.cfg.framing.Check(h)
 }
 
 // linkSizes are fixed once the link is connected.
@@ -236,7 +274,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
 		ready: newSPSCRing(window), free: newSPSCRing(window), refs: make([]atomic.Int32, window),
 		kickAt: max(1, window/4)}
-	if l.cfg.framing.writer(minBufferSize).lazy() {
+	if !l.cfg.framing.Packed {
 		// A page holds many messages: hand each back as soon as it is
 		// read, the way NetIO re-posts a page.
 		l.rx.kickAt = 1
@@ -339,8 +377,7 @@ func (l *link) setPeer(h wire.Hello) error {
 		s.maxSend = int(h.MaxMessage)
 	}
 	s.maxRecv = uint64(l.cfg.maxMessage)
-	l.frames = l.cfg.framing.checker(s.maxRecv)
-	l.here = hereReader{r: l.cfg.framing.reader(), pos: cursor{max: s.maxRecv}}
+	l.inline = page.NewInlineReader(l.cfg.framing, s.maxRecv)
 	if err := l.reserve(slots * bufSize); err != nil {
 		return err
 	}
@@ -698,7 +735,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 	switch {
 	case wire.DataKind(h.Kind):
 		l.stats.buffersReceived.Add(1)
-		if err := l.frames.check(h); err != nil {
+		if err := l.checkData(h); err != nil {
 			l.fail(err)
 			return
 		}
@@ -708,7 +745,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		}
 		switch {
 		case l.onMessage != nil:
-			l.deliverHere(slot, h)
+			l.deliverInline(slot, h)
 		case l.life.closedByOwner():
 			// Nobody will read it. Dropping it returns the credit, so a
 			// peer stuck writing to us can finish too.
@@ -780,11 +817,11 @@ func (l *link) releaseControl(slot uint32) {
 	}
 }
 
-// deliverHere hands the messages of a buffer to onMessage on the reactor.
-func (l *link) deliverHere(slot uint32, h wire.Header) {
+// deliverInline hands the messages of a buffer to onMessage on the reactor.
+func (l *link) deliverInline(slot uint32, h wire.Header) {
 	off := int(slot) * l.rx.bufSize
 	l.rxReclaim = append(l.rxReclaim, slot)
-	if err := l.here.deliver(l.rx.mem[off+wire.HeaderSize:off+wire.HeaderSize+int(h.FragLen)], h, l.onMessage); err != nil {
+	if err := l.inline.Deliver(l.rx.mem[off+wire.HeaderSize:off+wire.HeaderSize+int(h.FragLen)], h, l.onMessage); err != nil {
 		l.fail(err)
 	}
 }

@@ -55,7 +55,7 @@ func (l *Listener) admit(req *ofi.Info, h wire.Hello) []byte {
 		l.ac.stats.rejectedFull.Add(1)
 		return rejectData
 	}
-	lc := linkConfigOf(&l.cfg)
+	lc := newLinkConfig(wire.RoleConn, &l.cfg)
 	if !l.ac.affords(&lc, h) {
 		return rejectLimitData
 	}

@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Packing is how a LowLatency connection batches by itself, the way
 // ZeroMQ does, without a flush timer. Its buffers are pages of
-// length-prefixed records (page.go), sealed by this rule:
+// length-prefixed records (internal/page), sealed by this rule:
 //
 //   - A message written while every buffer sealed before it has completed
 //     (the link is idle) is sealed and sent at once: a lone message waits

@@ -2,7 +2,6 @@ package netio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -21,7 +21,6 @@ type pubLink struct {
 	p      *Publisher
 	l      *link
 	send   sender
-	frames *pageWriter // send.frames: takes each record's tag and sequence number
 	closed atomic.Bool // no more writes: retired, cut loose or closed
 	loose  atomic.Bool // cut loose as slow
 	// stranded counts messages a Publish could not give the subscriber
@@ -83,8 +82,8 @@ func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	if !s.gate.state.CompareAndSwap(gateFree, gateWriter) && !s.gate.tryLock() {
 		return offerLater
 	}
-	pl.frames.setRecord(tag, seq)
-	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
+	pl.send.frames.SetRecord(tag, seq)
+	if s.open && s.unhindered(len(msg)) && s.frames.AppendWhole(msg) {
 		s.msgs++
 		s.bytes += uint64(len(msg))
 		pl.unlock()
@@ -139,7 +138,7 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 		}
 		return false
 	}
-	pl.frames.setRecord(tag, seq)
+	pl.send.frames.SetRecord(tag, seq)
 	if pl.closed.Load() {
 		pl.unlock()
 		return pl.stopped() != offerStranded
@@ -273,20 +272,7 @@ func (pl *pubLink) unposted() uint64 {
 		if i == l.txPosted && h.MsgLen > 0 {
 			n++
 		}
-		n += countRecords(b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)], h.MsgLen, taggedPrefixSize)
-	}
-	return n
-}
-
-// countRecords counts the records that begin in a page's payload, whose
-// first cont bytes continue the previous page's last record.
-func countRecords(payload []byte, cont uint64, prefix int) uint64 {
-	off := uint64(min(cont, uint64(len(payload))))
-	var n uint64
-	for uint64(len(payload))-off >= uint64(prefix) {
-		size := binary.LittleEndian.Uint64(payload[off:])
-		n++
-		off += uint64(prefix) + min(size, uint64(len(payload))-off-uint64(prefix))
+		n += page.CountRecords(b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)], h.MsgLen, page.TaggedPrefixSize)
 	}
 	return n
 }
@@ -333,14 +319,13 @@ func (pl *pubLink) leaveList() {
 
 func (pl *pubLink) sized(l *link) error {
 	s := &pl.send
-	s.frames = l.cfg.framing.writer(l.tx.bufSize - wire.HeaderSize)
-	pl.frames = s.frames.(*pageWriter)
+	s.frames = l.cfg.framing.Writer(l.tx.bufSize - wire.HeaderSize)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
-	if s.pack = s.frames.packs(); s.pack {
+	if s.pack = s.frames.Packs(); s.pack {
 		l.packed = s
 	}
-	if s.lazy = s.frames.lazy(); s.lazy {
+	if s.lazy = s.frames.Lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &pl.p.cfg); err != nil {
 			return err

@@ -188,26 +188,8 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c := p.raw
 	c.Mode = m
 	c.setDefaults()
-	f := publishing{taggedPages(m == LowLatency)}
-	return linkConfig{mode: m, role: wire.RolePublisher, ctlPayload: wire.ControlPayloadMax, framing: f,
-		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: bufferFor(f, c.BufferSize),
-		maxMessage: c.MaxMessageSize, linger: c.Linger, key: p.cfg.Key, beat: beatConfigOf(&c)}
-}
-
-// publishing is the framing of a link to a subscriber: tagged pages go
-// out, and nothing comes in but the subscriber's requests, which are the
-// link's control messages. Data from a subscriber would go to a reader
-// that does not exist, its buffers never posted again: it breaks the
-// protocol instead.
-type publishing struct{ pages }
-
-func (publishing) checker(uint64) frameCheck { return refuseData{} }
-
-// refuseData is the frame check of a link that takes no data.
-type refuseData struct{}
-
-func (refuseData) check(h wire.Header) error {
-	return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.Kind)
+	c.Key = p.cfg.Key
+	return newLinkConfig(wire.RolePublisher, &c)
 }
 
 // admit accepts a subscriber whose buffers the process can afford; on the

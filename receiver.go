@@ -2,7 +2,6 @@ package netio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -19,23 +19,23 @@ import (
 // goroutine, under mu (taken with lock, which closes NextMessage's
 // lock-free path: fastread.go), except giveBack, which Message.Release
 // calls from anywhere, and that lock-free path. The reactor hands it checked buffers in order (recvQueue); it
-// decodes their messages with the framing's frameReader and hands each
+// decodes their messages with a page.Reader and hands each
 // buffer back once nothing refers to it any more.
 type receiver struct {
 	half
 	q      *recvQueue
-	frames frameReader // set once at connect
+	frames page.Reader // set once at connect
 	spares sparePool
 
 	mu     sync.Mutex
-	slot   int    // receive buffer being read; -1 if none
-	pos    cursor // position in the messages of slot
-	lent   int32  // Messages handed out from slot on this visit
-	gen    uint32 // slot's generation, once Messages are lent (lending.go)
-	msgs   uint64 // messages read
-	bytes  uint64 // their bytes
-	failed error  // what the peer sent did not decode
-	joined []byte // the last message Next had to join; reused
+	slot   int         // receive buffer being read; -1 if none
+	pos    page.Cursor // position in the messages of slot
+	lent   int32       // Messages handed out from slot on this visit
+	gen    uint32      // slot's generation, once Messages are lent (lending.go)
+	msgs   uint64      // messages read
+	bytes  uint64      // their bytes
+	failed error       // what the peer sent did not decode
+	joined []byte      // the last message Next had to join; reused
 	fast   fastRead
 
 	deadline atomic.Int64 // Unix ns; 0 is none
@@ -64,7 +64,7 @@ func (r *receiver) read(p []byte) (int, error) {
 			if !ok {
 				break
 			}
-			k := copy(p[n:], r.pos.chunk())
+			k := copy(p[n:], r.pos.Chunk())
 			r.consume(k)
 			n += k
 		}
@@ -97,7 +97,7 @@ func (r *receiver) readMessage(ctx context.Context, p []byte) (int, error) {
 		return 0, err
 	}
 	defer r.mu.Unlock()
-	if r.pos.left > uint64(len(p)) {
+	if r.pos.Left > uint64(len(p)) {
 		return 0, r.side.opError("read", io.ErrShortBuffer)
 	}
 	return r.readRest(ctx, p)
@@ -121,7 +121,7 @@ func (r *receiver) messageLen() (int, error) {
 		return 0, err
 	}
 	defer r.mu.Unlock()
-	return int(r.pos.left), nil
+	return int(r.pos.Left), nil
 }
 
 // nextMessage is NextMessage, bounded by ctx unless it is nil.
@@ -143,34 +143,29 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 		v := f.views[(s>>f.epochShift)&1].Load()
 		slot, end := int(v>>32), int(uint32(v))
 		base := slot*r.q.bufSize + wire.HeaderSize
-		page := r.q.mem[base : base+end]
+		buf := r.q.mem[base : base+end]
 		off := int(s & f.offMask)
-		if off+prefixSize > len(page) {
+		start, stop, ok := page.Record(buf, off, page.PrefixSize, f.max)
+		if !ok {
 			break
 		}
-		n := binary.LittleEndian.Uint64(page[off:])
-		start := off + prefixSize
-		if n > uint64(len(page)-start) || n > f.max {
-			break
-		}
-		stop := start + int(n)
 		if !f.state.CompareAndSwap(s, s-uint64(off)+uint64(stop)+1<<f.idxShift) {
 			continue // another reader took it
 		}
 		gen, idx := r.q.lending.gens[slot].Load(), uint32((s>>f.idxShift)&f.idxMask)
-		if stop == len(page) {
+		if stop == len(buf) {
 			r.leaveRead(slot)
 		}
-		return Message{own: unsafe.Pointer(r), b: page[start:stop:stop], slot: int32(slot), gen: gen, idx: idx}, nil
+		return Message{own: unsafe.Pointer(r), b: buf[start:stop:stop], slot: int32(slot), gen: gen, idx: idx}, nil
 	}
 	r.lock()
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() && r.q.lending.started() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			m := Message{own: unsafe.Pointer(r), b: b, slot: int32(r.slot), gen: r.gen, idx: uint32(r.lent)}
 			r.lent++
-			if r.pos.off == len(r.pos.buf) {
+			if r.pos.Off == len(r.pos.Buf) {
 				r.leaveBuffer()
 			}
 			r.unlockOpen()
@@ -197,7 +192,7 @@ func (r *receiver) leaveRead(slot int) {
 	if r.fast.state.Load()&fastOpen != 0 {
 		r.absorb()
 	}
-	if r.slot == slot && r.pos.off == len(r.pos.buf) && !r.pos.inMsg {
+	if r.slot == slot && r.pos.Off == len(r.pos.Buf) && !r.pos.InMsg {
 		r.leaveBuffer()
 	}
 	r.mu.Unlock()
@@ -212,15 +207,15 @@ func (r *receiver) nextMessageSlow(ctx context.Context) (Message, error) {
 		return Message{}, err
 	}
 	if !r.q.lending.started() {
-		per := messagesPerBuffer(r.frames, r.q.bufSize)
+		per := messagesPerBuffer(r.q.bufSize)
 		r.q.lending.start(len(r.q.refs), per)
 		r.gen = r.q.lending.gen(r.slot) // waitMessage left the reader in a buffer
 		r.q.held.Store(true)
-		if pr, ok := r.frames.(pageReader); ok && pr.prefix == prefixSize {
-			r.fast.setup(r.q.bufSize, per, r.pos.max)
+		if r.frames.Prefix() == page.PrefixSize {
+			r.fast.setup(r.q.bufSize, per, r.pos.Max)
 		}
 	}
-	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+	if ch := r.pos.Chunk(); uint64(len(ch)) == r.pos.Left {
 		m := r.lend(ch)
 		r.consume(len(ch))
 		return m, nil
@@ -249,7 +244,7 @@ func (r *receiver) lend(b []byte) Message {
 func (r *receiver) next() ([]byte, error) {
 	r.lock()
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			r.mu.Unlock()
@@ -274,9 +269,9 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 	ok := true
 	dst[0] = b
 	n := 1
-	if pr, plain := r.frames.(pageReader); plain && pr.prefix == prefixSize && r.slot >= 0 {
-		// The rest of the page in one loop, counted once (page.go).
-		k, bytes := pr.records(&r.pos, dst[1:])
+	if r.frames.Prefix() == page.PrefixSize && r.slot >= 0 {
+		// The rest of the page in one loop, counted once (page.Reader.Records).
+		k, bytes := r.frames.Records(&r.pos, dst[1:])
 		r.msgs += uint64(k)
 		r.bytes += bytes
 		return 1 + k, nil
@@ -305,14 +300,14 @@ func (r *receiver) nextRecords(dst []record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dst[0] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
+	dst[0] = record{tag: r.pos.Tag, seq: r.pos.Seq, b: b}
 	n := 1
 	for ; n < len(dst); n++ {
 		b, ok := r.another()
 		if !ok {
 			break
 		}
-		dst[n] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
+		dst[n] = record{tag: r.pos.Tag, seq: r.pos.Seq, b: b}
 	}
 	return n, nil
 }
@@ -323,7 +318,7 @@ func (r *receiver) another() ([]byte, bool) {
 	if r.slot < 0 {
 		return nil, false
 	}
-	b, ok := r.frames.record(&r.pos)
+	b, ok := r.frames.Record(&r.pos)
 	if ok {
 		r.bytes += uint64(len(b))
 		r.msgs++
@@ -333,7 +328,7 @@ func (r *receiver) another() ([]byte, bool) {
 
 func (r *receiver) nextLocked() ([]byte, error) {
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			return b, nil
@@ -345,9 +340,9 @@ func (r *receiver) nextLocked() ([]byte, error) {
 	if err := r.waitMessage(nil); err != nil {
 		return nil, err
 	}
-	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+	if ch := r.pos.Chunk(); uint64(len(ch)) == r.pos.Left {
 		// The buffer stays the reader's until its next read.
-		r.pos.consume(len(ch))
+		r.pos.Consume(len(ch))
 		r.bytes += uint64(len(ch))
 		r.msgs++
 		return ch, nil
@@ -388,10 +383,10 @@ func (r *receiver) waitMessage(ctx context.Context) error {
 func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 	n := 0
 	for {
-		k := copy(p[n:], r.pos.chunk())
+		k := copy(p[n:], r.pos.Chunk())
 		r.consume(k)
 		n += k
-		if !r.pos.inMsg {
+		if !r.pos.InMsg {
 			return n, nil
 		}
 		// The rest of the message is still coming. On an error, what was
@@ -409,7 +404,7 @@ func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 // MaxMessageSize (with MaxMessageSize at 1 TiB, that was the process):
 // the receive buffers are memory the connection commits to the peer
 // anyway, and a larger message makes its room as it arrives (readAppend).
-func (r *receiver) room() int { return int(min(r.pos.left, uint64(len(r.q.mem)))) }
+func (r *receiver) room() int { return int(min(r.pos.Left, uint64(len(r.q.mem)))) }
 
 // readAppend appends the rest of the current message to dst as its bytes
 // arrive, bounded by ctx unless it is nil. Room beyond dst's capacity
@@ -419,16 +414,16 @@ func (r *receiver) room() int { return int(min(r.pos.left, uint64(len(r.q.mem)))
 // returned slice.
 func (r *receiver) readAppend(ctx context.Context, dst []byte) ([]byte, error) {
 	for {
-		ch := r.pos.chunk()
+		ch := r.pos.Chunk()
 		if cap(dst)-len(dst) < len(ch) {
-			need := uint64(len(dst)) + r.pos.left
+			need := uint64(len(dst)) + r.pos.Left
 			grown := make([]byte, len(dst), int(min(need, uint64(max(2*cap(dst), len(dst)+len(ch))))))
 			copy(grown, dst)
 			dst = grown
 		}
 		dst = append(dst, ch...)
 		r.consume(len(ch))
-		if !r.pos.inMsg {
+		if !r.pos.InMsg {
 			return dst, nil
 		}
 		if err := r.waitMessage(ctx); err != nil {
@@ -441,12 +436,12 @@ func (r *receiver) readAppend(ctx context.Context, dst []byte) ([]byte, error) {
 // back as soon as the reader is done with it, so that the peer gets its
 // credit without waiting for the next read.
 func (r *receiver) consume(k int) {
-	r.pos.consume(k)
+	r.pos.Consume(k)
 	r.bytes += uint64(k)
-	if !r.pos.inMsg {
+	if !r.pos.InMsg {
 		r.msgs++
 	}
-	if r.pos.off == len(r.pos.buf) && !r.pos.ready() && !r.pos.more() {
+	if r.pos.Off == len(r.pos.Buf) && !r.pos.Ready() && !r.pos.More() {
 		r.leaveBuffer()
 	}
 }
@@ -460,11 +455,11 @@ func (r *receiver) position() (bool, error) {
 	}
 	for {
 		if r.slot >= 0 {
-			if r.pos.ready() {
+			if r.pos.Ready() {
 				return true, nil
 			}
-			if r.pos.more() {
-				if err := r.frames.begin(&r.pos); err != nil {
+			if r.pos.More() {
+				if err := r.frames.Begin(&r.pos); err != nil {
 					return false, r.readFailed(err)
 				}
 				continue
@@ -480,7 +475,7 @@ func (r *receiver) position() (bool, error) {
 		if r.q.lending.started() {
 			r.gen = r.q.lending.gen(r.slot)
 		}
-		if err := r.frames.enter(&r.pos, payload, h); err != nil {
+		if err := r.frames.Enter(&r.pos, payload, h); err != nil {
 			return false, r.readFailed(err)
 		}
 	}
@@ -490,7 +485,7 @@ func (r *receiver) position() (bool, error) {
 // decode; the reactor closes it, and every later read returns err.
 func (r *receiver) readFailed(err error) error {
 	r.failed = err
-	r.pos.drop()
+	r.pos.Drop()
 	r.l.failLater(err)
 	return err
 }
@@ -501,7 +496,7 @@ func (r *receiver) leaveBuffer() {
 	slot := uint32(r.slot)
 	r.q.ready.pop()
 	r.slot = -1
-	r.pos.leave()
+	r.pos.Leave()
 	r.stats.messagesReceived.Store(r.msgs)
 	r.stats.bytesReceived.Store(r.bytes)
 	h := r.q.lending.left(slot, r.lent)
@@ -573,7 +568,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 			return c.opError("read", r.failed)
 		}
 		if errors.Is(life.err, io.EOF) {
-			if r.pos.inMsg {
+			if r.pos.InMsg {
 				return c.opError("read", errCutShort)
 			}
 			return io.EOF
@@ -594,7 +589,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 			return nil
 		case r.failed != nil:
 			return c.opError("read", r.failed)
-		case r.pos.inMsg:
+		case r.pos.InMsg:
 			return c.opError("read", errCutShort)
 		}
 		return io.EOF

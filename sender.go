@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -24,10 +25,10 @@ type sender struct {
 	half
 	q      *sendQueue
 	gate   sendGate
-	frames frameWriter // set once at connect
-	lazy   bool        // frames wait to fill: a pageWatch flushes them
-	watch  *pageWatch  // nil unless lazy
-	pack   bool        // frames are packed: see packing.go
+	frames *page.Writer // set once at connect
+	lazy   bool         // frames wait to fill: a pageWatch flushes them
+	watch  *pageWatch   // nil unless lazy
+	pack   bool         // frames are packed: see packing.go
 	packing
 
 	open    bool          // a buffer is being filled: the one at q.head
@@ -66,7 +67,7 @@ const (
 // Both framings are pages: through the assertion appendWhole is a direct
 // call, not an interface one.
 func (s *sender) write(p []byte) (int, error) {
-	if w, ok := s.frames.(*pageWriter); s.gate.lock() && ok && s.open && len(p) <= s.appendMax && w.appendWhole(p) {
+	if s.gate.lock() && s.open && len(p) <= s.appendMax && s.frames.AppendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
 		s.gate.unlock()
@@ -90,11 +91,10 @@ func (s *sender) unhindered(n int) bool {
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 	clear := s.gate.lock()
 	defer s.unlock()
-	w, ok := s.frames.(*pageWriter)
-	clear = clear && ok
+	w := s.frames
 	for i := 0; i < len(msgs); i++ {
 		if clear && s.open {
-			n, bytes := w.appendAll(msgs[i:], s.appendMax)
+			n, bytes := w.AppendAll(msgs[i:], s.appendMax)
 			s.msgs += uint64(n)
 			s.bytes += bytes
 			if i += n; i == len(msgs) {
@@ -137,16 +137,16 @@ func (s *sender) writeLocked(ctx context.Context, p []byte, try bool) (int, erro
 // framing says; only a message larger than a buffer spans several.
 func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 	fw, n := s.frames, len(p)
-	if s.open && !fw.begin(n) {
+	if s.open && !fw.Begin(n) {
 		s.publish(flushFull)
 	}
 	if !s.open {
 		if err := s.openNext(ctx, 0); err != nil {
 			return 0, err
 		}
-		fw.begin(n) // a fresh buffer takes any message's start
+		fw.Begin(n) // a fresh buffer takes any message's start
 	}
-	off := fw.put(p)
+	off := fw.Put(p)
 	for off < n {
 		s.publish(flushFull)
 		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-wire.HeaderSize))); err != nil {
@@ -155,12 +155,12 @@ func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 			s.gate.stop()
 			return off, err
 		}
-		off += fw.put(p[off:])
+		off += fw.Put(p[off:])
 	}
 	s.msgs++
 	s.bytes += uint64(n)
 	switch {
-	case fw.full():
+	case fw.Full():
 		s.publish(flushFull)
 	case s.pack:
 		s.settle()
@@ -177,7 +177,7 @@ func (s *sender) openNext(ctx context.Context, cont uint64) error {
 			return err
 		}
 	}
-	s.frames.open(s.q.buf(head), cont)
+	s.frames.Open(s.q.buf(head), cont)
 	s.open = true
 	if s.lazy {
 		s.opened.Add(1)
@@ -191,7 +191,7 @@ func (s *sender) openNext(ctx context.Context, cont uint64) error {
 func (s *sender) seal(cause flushCause) {
 	head := s.q.head.Load()
 	slot := head % uint64(s.q.slots)
-	s.q.lens[slot] = uint32(s.frames.seal())
+	s.q.lens[slot] = uint32(s.frames.Seal())
 	if s.tail != nil {
 		s.q.tails[slot], s.tail = s.tail, nil
 		s.q.lent[slot].Store(lentWaiting)
@@ -284,7 +284,7 @@ func (s *sender) fits(n int) bool {
 	if s.open {
 		free-- // the open buffer is not published yet
 	}
-	return free >= s.frames.buffers(n, s.open)
+	return free >= s.frames.Buffers(n, s.open)
 }
 
 // waitWritable waits until fewer than all send buffers are in flight, for

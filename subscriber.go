@@ -481,10 +481,7 @@ func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
 // dial makes a new link to the publisher.
 func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
-	f := taggedPages(cfg.Mode == LowLatency)
-	lc := linkConfig{mode: cfg.Mode, role: wire.RoleSubscriber, ctlPayload: wire.ControlPayloadMax, framing: f,
-		rxWindow: cfg.Window, rxBufSize: bufferFor(f, cfg.BufferSize), txWindow: minWindow, txBufSize: minBufferSize,
-		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key, beat: beatConfigOf(cfg)}
+	lc := newLinkConfig(wire.RoleSubscriber, cfg)
 	sl := &subLink{sc: sc, awaited: map[uint32]*awaitedAck{}}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
@@ -835,8 +832,8 @@ func (sl *subLink) closeLink() {
 
 func (sl *subLink) sized(l *link) error {
 	r := &sl.recv
-	r.frames = l.cfg.framing.reader()
-	r.pos.max = l.sizes.maxRecv
+	r.frames = l.cfg.framing.Reader()
+	r.pos.Max = l.sizes.maxRecv
 	r.spares.limit = 4 * l.rx.bufSize
 	return nil
 }

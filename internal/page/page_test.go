@@ -1,4 +1,4 @@
-package netio
+package page
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // message, and stops at the first message over max or not fitting.
 func TestAppendAllMatchesAppendWhole(t *testing.T) {
 	msg := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
-	for _, f := range []pages{plainPages, packedPages, taggedPages(false)} {
+	for _, f := range []Format{Plain, Packed, Tagged(false)} {
 		for _, tc := range []struct {
 			name  string
 			msgs  [][]byte
@@ -27,24 +27,24 @@ func TestAppendAllMatchesAppendWhole(t *testing.T) {
 		} {
 			const payload = 512
 			buf1, buf2 := make([]byte, wire.HeaderSize+payload), make([]byte, wire.HeaderSize+payload)
-			w1, w2 := f.writer(payload).(*pageWriter), f.writer(payload).(*pageWriter)
-			w1.open(buf1, 0)
-			w2.open(buf2, 0)
-			n, sum := w1.appendAll(tc.msgs, tc.max)
+			w1, w2 := f.Writer(payload), f.Writer(payload)
+			w1.Open(buf1, 0)
+			w2.Open(buf2, 0)
+			n, sum := w1.AppendAll(tc.msgs, tc.max)
 			want := 0
 			var wantSum uint64
 			for _, p := range tc.msgs {
-				if len(p) > tc.max || !w2.appendWhole(p) {
+				if len(p) > tc.max || !w2.AppendWhole(p) {
 					break
 				}
 				want++
 				wantSum += uint64(len(p))
 			}
 			if n != tc.taken || n != want || sum != wantSum {
-				t.Errorf("%d %s: appendAll took %d (%d bytes), appendWhole %d (%d bytes), want %d", f.kind, tc.name, n, sum, want, wantSum, tc.taken)
+				t.Errorf("%d %s: appendAll took %d (%d bytes), appendWhole %d (%d bytes), want %d", f.Kind, tc.name, n, sum, want, wantSum, tc.taken)
 			}
 			if diff := cmp.Diff(buf2, buf1); diff != "" || w1.off != w2.off {
-				t.Errorf("%d %s: pages differ (offsets %d, %d):\n%s", f.kind, tc.name, w1.off, w2.off, diff)
+				t.Errorf("%d %s: pages differ (offsets %d, %d):\n%s", f.Kind, tc.name, w1.off, w2.off, diff)
 			}
 		}
 	}
@@ -76,56 +76,56 @@ func TestRecordsMatchesRecord(t *testing.T) {
 		{"goes on in the next page", page(3, 4, 5000), 1 << 20, 10},
 		{"ends with part of a prefix", append(page(3), 1, 2, 3), 100, 10},
 	} {
-		c1 := cursor{buf: tc.buf, max: tc.max}
+		c1 := Cursor{Buf: tc.buf, Max: tc.max}
 		c2 := c1
 		dst := make([][]byte, tc.dst)
-		n, sum := pageReader{prefix: prefixSize}.records(&c1, dst)
+		n, sum := Plain.Reader().Records(&c1, dst)
 		var want [][]byte
 		var wantSum uint64
 		for len(want) < tc.dst {
-			b, ok := pageReader{prefix: prefixSize}.record(&c2)
+			b, ok := Plain.Reader().Record(&c2)
 			if !ok {
 				break
 			}
 			want = append(want, b)
 			wantSum += uint64(len(b))
 		}
-		if diff := cmp.Diff(want, dst[:n]); diff != "" || sum != wantSum || c1.off != c2.off || c1.inMsg != c2.inMsg {
+		if diff := cmp.Diff(want, dst[:n]); diff != "" || sum != wantSum || c1.Off != c2.Off || c1.InMsg != c2.InMsg {
 			t.Errorf("%s: records (-record +records):\n%s\nbytes %d, want %d; cursor %+v, want %+v", tc.name, diff, sum, wantSum, c1, c2)
 		}
 	}
 }
 
-// countRecords counts the tagged records that begin in a page: what a
+// CountRecords counts the tagged records that begin in a page: what a
 // publisher that gives up on its unsent pages reports undelivered.
 func TestCountRecords(t *testing.T) {
-	w := taggedPages(false).writer(4096 - wire.HeaderSize).(*pageWriter)
+	w := Tagged(false).Writer(4096 - wire.HeaderSize)
 	page := make([]byte, 4096)
-	w.open(page, 0)
+	w.Open(page, 0)
 	for i := 0; i < 5; i++ {
-		w.setRecord(1, uint64(i))
-		w.begin(100)
-		w.put(make([]byte, 100))
+		w.SetRecord(1, uint64(i))
+		w.Begin(100)
+		w.Put(make([]byte, 100))
 	}
-	w.setRecord(1, 5)
-	w.begin(10000) // a message larger than the page begins in it
-	w.put(make([]byte, 10000))
-	n := w.seal()
+	w.SetRecord(1, 5)
+	w.Begin(10000) // a message larger than the page begins in it
+	w.Put(make([]byte, 10000))
+	n := w.Seal()
 	h := wire.ReadHeader(page)
-	if got := countRecords(page[wire.HeaderSize:n], h.MsgLen, taggedPrefixSize); got != 6 {
+	if got := CountRecords(page[wire.HeaderSize:n], h.MsgLen, TaggedPrefixSize); got != 6 {
 		t.Fatalf("%d records counted, want 6", got)
 	}
 	// A page that continues a message, then holds two.
-	w.open(page, 300)
-	w.put(make([]byte, 300))
+	w.Open(page, 300)
+	w.Put(make([]byte, 300))
 	for i := 0; i < 2; i++ {
-		w.setRecord(2, uint64(i))
-		w.begin(8)
-		w.put(make([]byte, 8))
+		w.SetRecord(2, uint64(i))
+		w.Begin(8)
+		w.Put(make([]byte, 8))
 	}
-	n = w.seal()
+	n = w.Seal()
 	h = wire.ReadHeader(page)
-	if got := countRecords(page[wire.HeaderSize:n], h.MsgLen, taggedPrefixSize); got != 2 {
+	if got := CountRecords(page[wire.HeaderSize:n], h.MsgLen, TaggedPrefixSize); got != 2 {
 		t.Fatalf("%d records counted after a continuation, want 2", got)
 	}
 }
