@@ -53,6 +53,7 @@ type lifecycle struct {
 	state       linkState // reactor only
 	wasOpen     bool      // reached open: the endpoint must be shut down
 	lingerUntil time.Time // draining: when to stop waiting for the peer
+	over        bool      // draining, and the close is over: it finishes after the loop that found it
 
 	err      error
 	ended    atomic.Bool   // done is closed: a cheaper test for the fast paths
@@ -110,7 +111,7 @@ func (l *lifecycle) release() {
 // accepting reports whether received buffers are still processed: the
 // link is open, or sending the rest of what was written.
 func (l *lifecycle) accepting() bool {
-	return (l.state == linkOpen || l.state == linkDraining) && !l.ended.Load()
+	return (l.state == linkOpen || l.state == linkDraining) && !l.ended.Load() && !l.over
 }
 
 // closedByOwner reports whether the owner closed the link: nobody reads
