@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/admit"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -24,7 +25,7 @@ type acceptor struct {
 	mode    Mode
 	anyMode bool      // peers may use either mode (a publisher's subscribers)
 	role    wire.Role // what the peers must be
-	auth    admission
+	auth    admit.Checker
 	owner   acceptorOwner
 	stats   acceptStats
 
@@ -176,7 +177,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		return nil, cfg, opErr(err)
 	}
 	ac := &acceptor{eng: eng, cm: cm, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
-		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
+		auth: admit.Checker{Key: cfg.Key, Seen: replays}, done: make(chan struct{})}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
@@ -231,7 +232,7 @@ func (a *acceptor) screen(data []byte) (wire.Hello, []byte) {
 	}
 	// The key first, before anything else about the peer is looked at,
 	// let alone an endpoint made for it (admission.go).
-	if h.Auth, err = a.auth.check(data, time.Now()); err != nil {
+	if h.Auth, err = a.auth.Check(data, time.Now()); err != nil {
 		return h, rejectAuthData
 	}
 	switch {
@@ -256,7 +257,7 @@ func (a *acceptor) admit(req *ofi.Info, h wire.Hello) []byte {
 // for a link of lc to the peer of h, and counts the request as rejected if
 // not. Checked before anything is made for the peer.
 func (a *acceptor) affords(lc *linkConfig, h wire.Hello) bool {
-	if affordable(lc.registers(h)) {
+	if registered.Affordable(lc.registers(h)) {
 		return true
 	}
 	a.stats.rejectedMemory.Add(1)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/sendgate"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -68,7 +69,7 @@ type half struct {
 
 // Lock order: recv.mu before the send gate (Close takes both). The reactor
 // takes neither: it enters the send gate only with one CAS that never
-// waits (sendGate.tryReactor).
+// waits (sendgate.Gate.tryReactor).
 
 func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	c := &Conn{eng: eng, cfg: cfg, network: network, pollFor: pollFor(cfg)}
@@ -78,7 +79,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	}
 	c.link = l
 	h := half{side: c, closed: &c.closed, stats: &c.stats, l: l, pollFor: c.pollFor}
-	c.send = sender{half: h, q: &l.tx, gate: newSendGate()}
+	c.send = sender{half: h, q: &l.tx, gate: sendgate.New()}
 	c.recv = receiver{half: h, q: &l.rx, slot: -1}
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
@@ -134,7 +135,7 @@ func (c *Conn) setupFailed(l *link) {
 
 // ended: the user finds out through reads and writes, and closes; writers
 // look from now on.
-func (c *Conn) ended(*link) { c.send.gate.stop() }
+func (c *Conn) ended(*link) { c.send.gate.Stop() }
 
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
@@ -425,7 +426,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
-		c.send.gate.stop()
+		c.send.gate.Stop()
 	})
 	if !first {
 		return nil, c.opError("close", net.ErrClosed)
@@ -446,7 +447,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 		// this is OnMessage, which must not wait for the reactor.
 		return nil, nil
 	}
-	return l.life.released, nil
+	return l.life.Released(), nil
 }
 
 // pollReady checks ready, yielding the processor in between, for up to
@@ -465,7 +466,7 @@ func pollReady(pollFor time.Duration, l *link, closed *atomic.Bool, ready func()
 		if ready() {
 			return true
 		}
-		if closed.Load() || l.life.ended.Load() || l.eng.wakesInFlight.Load() > 0 {
+		if closed.Load() || l.life.Ended() || l.eng.wakesInFlight.Load() > 0 {
 			return false
 		}
 		if i&15 == 0 {
@@ -532,7 +533,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // waiting; the zero time means none. Close is bounded by Config.Linger,
 // not by this deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.send.gate.setDeadline(&c.send.deadline, unixNano(t))
+	c.send.gate.SetDeadline(&c.send.deadline, unixNano(t))
 	c.link.tx.wake.setDeadline(t)
 	return nil
 }

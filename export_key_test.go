@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/netio-go/netio/internal/admit"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -29,7 +30,7 @@ func SealedRequest(hello []byte) []byte {
 	data[7] |= wire.FlagKeyed
 	binary.LittleEndian.PutUint64(data[wire.HelloSize:], uint64(time.Now().UnixNano()))
 	rand.Read(data[wire.HelloSize+wire.AuthTimeSize : wire.HelloSize+wire.AuthTimeSize+wire.AuthNonceSize])
-	mac := authMAC(DefaultKey(), labelRequest, data[:wire.AuthRequestSize-wire.AuthMACSize])
+	mac := admit.MAC(DefaultKey(), admit.LabelRequest, data[:wire.AuthRequestSize-wire.AuthMACSize])
 	copy(data[wire.AuthRequestSize-wire.AuthMACSize:], mac[:])
 	return data
 }
@@ -44,7 +45,7 @@ func SealedAccept(hello, request []byte) []byte {
 	}
 	data := append([]byte(nil), hello[:wire.HelloSize]...)
 	data[7] |= wire.FlagKeyed
-	mac := authMAC(DefaultKey(), labelAccept, data, request[wire.HelloSize:wire.AuthRequestSize])
+	mac := admit.MAC(DefaultKey(), admit.LabelAccept, data, request[wire.HelloSize:wire.AuthRequestSize])
 	return append(data, mac[:]...)
 }
 

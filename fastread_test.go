@@ -32,11 +32,11 @@ func fillPage(buf []byte, size int, first uint64) int {
 func refill(c *Conn) {
 	q := &c.link.rx
 	for {
-		slot, ok := q.free.pop()
+		slot, ok := q.free.Pop()
 		if !ok {
 			return
 		}
-		q.ready.push(slot)
+		q.ready.Push(slot)
 	}
 }
 
@@ -49,7 +49,7 @@ func readingPages(b *testing.B, size int) (*Conn, int) {
 	per := 0
 	for i := range window {
 		per = fillPage(q.mem[i*bufSize:(i+1)*bufSize], size, 0)
-		q.ready.push(uint32(i))
+		q.ready.Push(uint32(i))
 	}
 	return c, per
 }
@@ -155,7 +155,7 @@ func TestFastReadConcurrent(t *testing.T) {
 	per := 0
 	for i := range window {
 		per = fillPage(q.mem[i*bufSize:(i+1)*bufSize], size, uint64(i*40))
-		q.ready.push(uint32(i))
+		q.ready.Push(uint32(i))
 	}
 	// The reactor's part: each page given back arrives again, until pages
 	// have arrived; then the stream ends once every page is back.
@@ -167,17 +167,17 @@ func TestFastReadConcurrent(t *testing.T) {
 	go func() {
 		defer close(fed)
 		for sent := window; sent < pages; {
-			slot, ok := q.free.pop()
+			slot, ok := q.free.Pop()
 			if !ok {
 				runtime.Gosched()
 				continue
 			}
 			arrivals[slot]++
-			q.ready.push(slot)
+			q.ready.Push(slot)
 			q.wake.wake()
 			sent++
 		}
-		for q.free.len() < window {
+		for q.free.Len() < window {
 			runtime.Gosched()
 		}
 		c.link.fail(io.EOF)
@@ -245,7 +245,7 @@ func TestFastReadConcurrent(t *testing.T) {
 	if st := c.Stats(); st.MessagesReceived != uint64(total) {
 		t.Errorf("Stats().MessagesReceived = %d, want %d", st.MessagesReceived, total)
 	}
-	if n := q.free.len(); n != window {
+	if n := q.free.Len(); n != window {
 		t.Errorf("%d buffers given back at the end, want all %d", n, window)
 	}
 }
@@ -259,7 +259,7 @@ func TestFastReadLeavesPage(t *testing.T) {
 	c := newReadingConn(t, 2, bufSize, 1<<20)
 	q := &c.link.rx
 	per := fillPage(q.mem[:bufSize], size, 0)
-	q.ready.push(0)
+	q.ready.Push(0)
 	var held []Message
 	for i := range per {
 		m, err := c.NextMessage()
@@ -275,13 +275,13 @@ func TestFastReadLeavesPage(t *testing.T) {
 		t.Fatal("the lock-free path never opened")
 	}
 	for i, m := range held {
-		if q.free.len() != 0 {
+		if q.free.Len() != 0 {
 			t.Fatalf("the page went back with %d of its %d messages held", per-i, per)
 		}
 		m.Release()
 	}
-	if q.free.len() != 1 {
-		t.Errorf("%d buffers back after every message was released, want 1", q.free.len())
+	if q.free.Len() != 1 {
+		t.Errorf("%d buffers back after every message was released, want 1", q.free.Len())
 	}
 	if st := c.Stats(); st.MessagesReceived != uint64(per) || st.BytesReceived != uint64(per*size) {
 		t.Errorf("Stats: %d messages, %d bytes; want %d, %d", st.MessagesReceived, st.BytesReceived, per, per*size)

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -90,7 +92,7 @@ func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
 			}
 			// Part of the message is on its way: the stream cannot go on.
 			s.failed = err
-			s.gate.stop()
+			s.gate.Stop()
 			s.awaitLent(first, s.q.head.Load())
 			return off, err // as writeMessage: what was published goes out
 		}
@@ -148,7 +150,7 @@ func (s *sender) awaitLent(first, end uint64) error {
 			c.stopWaiting(&q.waiting)
 			return nil
 		}
-		if s.l.life.ended.Load() {
+		if s.l.life.Ended() {
 			// The link failed and polls its completion queue no more, so
 			// a posted send will not complete; its endpoint stays open
 			// until Close, which may never come from a writer blocked
@@ -174,7 +176,7 @@ func (s *sender) awaitLent(first, end uint64) error {
 			if s.closed.Load() {
 				return c.opError("write", net.ErrClosed)
 			}
-			if s.l.life.ended.Load() {
+			if s.l.life.Ended() {
 				return s.deadErr()
 			}
 			return c.opError("write", err)
@@ -202,7 +204,7 @@ func (s *sender) takeBack(seq uint64, st uint32) bool {
 // closed. Any goroutine.
 func (l *link) holdPinned(pin runtime.Pinner) {
 	if l.eng.r.SubmitFunc(func() {
-		if l.life.state == linkClosed {
+		if l.life.State() == lifecycle.Closed {
 			pin.Unpin()
 			return
 		}

@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
+	"github.com/netio-go/netio/internal/credit"
 	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
@@ -28,8 +31,8 @@ type link struct {
 	stats   *connStats // the owner's: the link counts buffers
 	cfg     linkConfig
 	network string
-	life    lifecycle
-	credit  creditWindow
+	life    lifecycle.Life
+	credit  credit.Window
 	tx      sendQueue
 	rx      recvQueue
 	sizes   linkSizes // set at open and at the handshake
@@ -194,31 +197,31 @@ func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, net
 		rx.close()
 		return nil, err
 	}
-	l := &link{eng: eng, owner: owner, stats: stats, cfg: cfg, network: network, life: newLifecycle(), connected: make(chan error, 1)}
+	l := &link{eng: eng, owner: owner, stats: stats, cfg: cfg, network: network, life: lifecycle.New(), connected: make(chan error, 1)}
 	l.rx.wake, l.tx.wake = rx, tx
 	return l, nil
 }
 
 // flowing reports whether data flows: connected and not ended or closed.
-func (l *link) flowing() bool { return l.life.state == linkOpen && !l.life.ended.Load() }
+func (l *link) flowing() bool { return l.life.State() == lifecycle.Open && !l.life.Ended() }
 
 // fail ends the link because of err (io.EOF for an orderly close by the
 // peer). Data already received stays readable until the owner closes it.
 func (l *link) fail(err error) {
-	switch l.life.state {
-	case linkConnecting:
-		l.life.move(linkEnded)
-		l.life.end(err)
+	switch l.life.State() {
+	case lifecycle.Connecting:
+		l.life.Move(lifecycle.Ended)
+		l.life.End(err)
 		l.connected <- err
 		l.owner.setupFailed(l)
-	case linkOpen:
-		l.life.move(linkEnded)
-		l.life.end(err)
+	case lifecycle.Open:
+		l.life.Move(lifecycle.Ended)
+		l.life.End(err)
 		l.rx.wake.wake()
 		l.tx.wake.wake()
 		l.afterLoop(endOwner)
-	case linkDraining:
-		l.life.over = true // whatever failed, the close is over
+	case lifecycle.Draining:
+		l.life.Over = true // whatever failed, the close is over
 		l.afterLoop(endClose)
 	}
 }

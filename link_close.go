@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
+	"github.com/netio-go/netio/internal/credit"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -25,14 +28,14 @@ func (l *link) stopCQ() {
 // passed. It does not wait; life.released is closed at the end. On the
 // reactor.
 func (l *link) close() {
-	switch l.life.state {
-	case linkConnecting, linkEnded:
+	switch l.life.State() {
+	case lifecycle.Connecting, lifecycle.Ended:
 		l.finishClose()
-	case linkOpen:
-		l.life.drain(l.cfg.linger)
+	case lifecycle.Open:
+		l.life.Drain(l.cfg.linger)
 		// The owner's readers are gone: unread buffers are ours.
 		for {
-			slot, ok := l.rx.ready.pop()
+			slot, ok := l.rx.ready.Pop()
 			if !ok {
 				break
 			}
@@ -47,7 +50,7 @@ func (l *link) close() {
 // failed) and waits for it to let go. Not on the reactor.
 func (l *link) closeAndWait() {
 	if l.eng.r.SubmitFunc(l.close) == nil {
-		<-l.life.released
+		<-l.life.Released()
 	}
 }
 
@@ -55,7 +58,7 @@ func (l *link) closeAndWait() {
 // once everything written is posted, and the link goes on receiving. A
 // later close sends no second FIN. On the reactor.
 func (l *link) closeWrite() {
-	if l.life.state != linkOpen {
+	if l.life.State() != lifecycle.Open {
 		return // closing sends FIN itself; an ended link sends nothing
 	}
 	l.shutWrite = true
@@ -81,12 +84,12 @@ func (l *link) sendFin() {
 		return
 	}
 	slot, ok := l.res.ctl.free()
-	if !ok || !l.credit.canTake(controlSend) {
+	if !ok || !l.credit.CanTake(credit.Control) {
 		return
 	}
-	give, _ := l.credit.take(controlSend)
+	give, _ := l.credit.Take(credit.Control)
 	if err := l.res.ctl.send(l.res.ep, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
-		l.credit.undo(give)
+		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
 		}
@@ -103,7 +106,7 @@ func (l *link) sendFin() {
 func (l *link) closeNow() {
 	l.dropping = true
 	l.ctlOut = nil
-	if l.life.state == linkDraining {
+	if l.life.State() == lifecycle.Draining {
 		l.service()
 		return
 	}
@@ -122,15 +125,15 @@ func (l *link) continueClose() {
 // lingerExpired reports whether a draining link has waited long enough,
 // and if so finishes it.
 func (l *link) lingerExpired(now time.Time) bool {
-	if !now.After(l.life.lingerUntil) {
+	if !now.After(l.life.LingerUntil) {
 		return false
 	}
 	if (l.farewell != nil || l.finPayload != nil) && !l.dropping && !l.finSent {
 		// The owner says what did not go: one more while for its FIN,
 		// which may take the last credit.
-		l.life.lingerUntil = now.Add(min(l.cfg.linger, farewellGrace))
+		l.life.LingerUntil = now.Add(min(l.cfg.linger, farewellGrace))
 		l.closeNow()
-		return l.life.state == linkClosed
+		return l.life.State() == lifecycle.Closed
 	}
 	l.finishClose()
 	return true
@@ -142,14 +145,14 @@ const farewellGrace = time.Second
 
 // finishClose tears the endpoint down and frees everything.
 func (l *link) finishClose() {
-	if l.life.state == linkClosed {
+	if l.life.State() == lifecycle.Closed {
 		return
 	}
-	if !l.life.ended.Load() && l.life.wasOpen {
+	if !l.life.Ended() && l.life.WasOpen() {
 		l.res.ep.Shutdown()
 	}
 	l.releaseResources()
-	l.life.release()
+	l.life.Release()
 	l.owner.released(l)
 	l.eng.release()
 }
@@ -196,7 +199,7 @@ func (l *link) releaseResources() {
 		}
 	}
 	res.ctl.close()
-	releaseRegistered(res.reserved)
+	registered.Release(res.reserved)
 	res.reserved = 0
 	l.tx.wake.close()
 	l.rx.wake.close()

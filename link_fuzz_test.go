@@ -242,8 +242,8 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 		c.recv.frames = page.Packed.Reader()
 	}
 	l.inline = page.NewInlineReader(l.cfg.framing, m.max)
-	l.credit.reset(m.window, len(l.rx.refs))
-	l.credit.credits = d.credits
+	l.credit.Reset(m.window, len(l.rx.refs))
+	l.credit.Hold(d.credits)
 	var got [][]byte
 	if d.onMessage {
 		l.onMessage = func(msg []byte) {
@@ -259,7 +259,7 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 	var r readResult
 	var held []heldMessage
 	if d.onMessage {
-		r.msgs, r.err = got, l.life.err
+		r.msgs, r.err = got, l.life.Err()
 	} else {
 		calls := 2*len(want) + 4
 		if d.style == readStreamStyle {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -49,7 +51,7 @@ func (h *cqHandler) HandleEvents(uint32) {
 // before the link has been open (see watchCQ).
 func (l *link) pollCQ() bool {
 	cq := l.res.cq
-	if cq == nil || !l.life.wasOpen {
+	if cq == nil || !l.life.WasOpen() {
 		return false
 	}
 	e := l.eng
@@ -93,7 +95,7 @@ func (l *link) pollCQ() bool {
 	}
 	if outer {
 		l.endLoop()
-		if l.life.state == linkClosed {
+		if l.life.State() == lifecycle.Closed {
 			return busy
 		}
 	}
@@ -168,14 +170,14 @@ func (l *link) onSent(slot uint32) {
 
 // onRecv checks and routes one received buffer.
 func (l *link) onRecv(slot uint32, n uint64) {
-	if !l.life.accepting() {
+	if !l.life.Accepting() {
 		return
 	}
 	if int(slot) >= len(l.rx.refs) {
 		l.protocolError("completion for unknown buffer %d", slot)
 		return
 	}
-	l.credit.used()
+	l.credit.Used()
 	if n < wire.HeaderSize {
 		l.protocolError("truncated message of %d bytes", n)
 		return
@@ -186,7 +188,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.protocolError("header says %d bytes, %d arrived", h.FragLen, n-wire.HeaderSize)
 		return
 	}
-	if err := l.credit.give(h.Credits); err != nil {
+	if err := l.credit.Give(h.Credits); err != nil {
 		l.fail(err)
 		return
 	}
@@ -204,17 +206,17 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		switch {
 		case l.onMessage != nil:
 			l.deliverInline(slot, h)
-		case l.life.closedByOwner():
+		case l.life.ClosedByOwner():
 			// Nobody will read it. Dropping it returns the credit, so a
 			// peer stuck writing to us can finish too.
 			l.rxReclaim = append(l.rxReclaim, slot)
 		default:
-			l.rx.ready.push(slot)
+			l.rx.ready.Push(slot)
 			l.rxNotify = true
 		}
 	case h.Kind == wire.KindCredit:
 		l.hb.ctlHeard++
-		l.credit.quietly()
+		l.credit.Quietly()
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
 	case h.Kind == wire.KindHeartbeat:
 		l.hb.ctlHeard++
@@ -269,7 +271,7 @@ func (l *link) holdControl() uint32 {
 
 // releaseControl posts again a buffer held by holdControl. On the reactor.
 func (l *link) releaseControl(slot uint32) {
-	if l.life.accepting() {
+	if l.life.Accepting() {
 		l.rxReclaim = append(l.rxReclaim, slot)
 		l.service()
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
+	"github.com/netio-go/netio/internal/credit"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -12,14 +15,14 @@ import (
 // service posts what is ready: receive buffers handed back, written
 // buffers the credits allow, credit returns, and the closing FIN.
 func (l *link) service() {
-	if !l.life.accepting() {
+	if !l.life.Accepting() {
 		return
 	}
 	e, res := l.eng, &l.res
 	// Receive buffers first: they become credits for the peer.
 	segs := e.segBuf[:0]
 	for {
-		slot, ok := l.rx.free.pop()
+		slot, ok := l.rx.free.Pop()
 		if !ok {
 			break
 		}
@@ -31,7 +34,7 @@ func (l *link) service() {
 	l.rxReclaim = l.rxReclaim[:0]
 	if len(segs) > 0 {
 		n, err := res.ep.PostRecv(res.rxRegion, segs)
-		l.credit.owe(n)
+		l.credit.Owe(n)
 		for _, sg := range segs[n:] { // a full queue: again after the next completion
 			l.rxReclaim = append(l.rxReclaim, uint32(sg.Token))
 		}
@@ -44,7 +47,7 @@ func (l *link) service() {
 	// them (a publisher's acknowledgement before the messages it
 	// announces), so data waits while any do.
 	l.sendQueuedControl()
-	if l.packed != nil && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 && l.credit.canTake(dataSend) {
+	if l.packed != nil && l.txPosted == l.tx.head.Load() && len(l.ctlOut) == 0 && l.credit.CanTake(credit.Data) {
 		l.packed.sealOpen() // what was written while the sends went out, in one
 	}
 	// Data, as far as the window allows: it keeps one credit back.
@@ -74,17 +77,17 @@ func (l *link) service() {
 	// its writing side (CloseWrite) still reads, and returns our credits
 	// in control messages that need credits of their own: these must keep
 	// coming back, or both sides could end up waiting for the other's.
-	if l.credit.returnable() {
+	if l.credit.Returnable() {
 		l.sendControl(wire.KindCredit, 0)
 	}
-	l.rx.urgent.Store(l.credit.peerStarved())
+	l.rx.urgent.Store(l.credit.PeerStarved())
 	switch {
-	case l.life.state == linkDraining:
+	case l.life.State() == lifecycle.Draining:
 		l.continueClose()
 	case l.shutWrite:
 		l.sendFin()
 	}
-	if posted || l.credit.owing() {
+	if posted || l.credit.Owing() {
 		e.markDirty(l)
 	}
 }
@@ -106,13 +109,13 @@ func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 			l.stallLent(lent, st)
 			break
 		}
-		give, ok := l.credit.take(dataSend)
+		give, ok := l.credit.Take(credit.Data)
 		if !ok {
 			l.stallLent(lent, st)
 			break
 		}
 		if st != lentNone && !lent.CompareAndSwap(st, lentPosted) {
-			l.credit.undo(give) // the writer took it back: it kicks once copied
+			l.credit.Undo(give) // the writer took it back: it kicks once copied
 			break
 		}
 		wire.PutCredits(l.tx.mem[slot*l.tx.bufSize:], give)
@@ -155,7 +158,7 @@ func (l *link) postData(segs []ofi.Segment, tail []byte) (bool, error) {
 	l.stats.buffersSent.Add(uint64(n))
 	for i, g := range l.gives[n:] {
 		slot := segs[n+i].Token &^ tokSend
-		l.credit.undo(g)
+		l.credit.Undo(g)
 		l.txPosted--
 		l.txInFlight -= int(l.tx.lens[slot])
 		if tail != nil {
@@ -201,13 +204,13 @@ func (l *link) sendOwnerControl(kind uint8, payload []byte) error {
 func (l *link) sendQueuedControl() {
 	for len(l.ctlOut) > 0 {
 		slot, ok := l.res.ctl.freeLeavingOne()
-		if !ok || !l.credit.canTake(dataSend) {
+		if !ok || !l.credit.CanTake(credit.Data) {
 			return
 		}
 		m := l.ctlOut[0]
-		give, _ := l.credit.take(dataSend)
+		give, _ := l.credit.Take(credit.Data)
 		if err := l.res.ctl.send(l.res.ep, slot, m[0], 0, give, m[1:]); err != nil {
-			l.credit.undo(give)
+			l.credit.Undo(give)
 			if !errors.Is(err, ofi.EAGAIN) {
 				l.fail(err)
 			}
@@ -223,12 +226,12 @@ func (l *link) sendQueuedControl() {
 // returning everything owed, and reports whether it went out.
 func (l *link) sendControl(kind, flags uint8) bool {
 	slot, ok := l.res.ctl.free()
-	if !ok || !l.credit.canTake(controlSend) {
+	if !ok || !l.credit.CanTake(credit.Control) {
 		return false
 	}
-	give, _ := l.credit.take(controlSend)
+	give, _ := l.credit.Take(credit.Control)
 	if err := l.res.ctl.send(l.res.ep, slot, kind, flags, give, nil); err != nil {
-		l.credit.undo(give)
+		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
 		}

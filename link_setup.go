@@ -8,6 +8,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/lifecycle"
+
+	"github.com/netio-go/netio/internal/ring"
+
 	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
@@ -79,7 +84,7 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 		return err
 	}
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
-		ready: newSPSCRing(window), free: newSPSCRing(window), refs: make([]atomic.Int32, window),
+		ready: ring.New(window), free: ring.New(window), refs: make([]atomic.Int32, window),
 		kickAt: max(1, window/4)}
 	if !l.cfg.framing.Packed {
 		// A page holds many messages: hand each back as soon as it is
@@ -145,7 +150,7 @@ func (l *link) connect(info *ofi.Info) error {
 		return err
 	}
 	var data []byte
-	data, l.authReq = sealRequest(l.cfg.key, l.hello(), time.Now())
+	data, l.authReq = admit.SealRequest(l.cfg.key, l.hello(), time.Now())
 	if err := l.res.ep.Connect(info, data); err != nil {
 		l.releaseResources()
 		return err
@@ -160,7 +165,7 @@ func (l *link) accept(info *ofi.Info, h wire.Hello) error {
 		err = l.setPeer(h)
 	}
 	if err == nil {
-		err = l.res.ep.Accept(sealAccept(l.cfg.key, l.hello(), h.Auth))
+		err = l.res.ep.Accept(admit.SealAccept(l.cfg.key, l.hello(), h.Auth))
 	}
 	if err != nil {
 		l.releaseResources()
@@ -178,7 +183,7 @@ func (l *link) setPeer(h wire.Hello) error {
 	s.peerWindow = int(h.Window)
 	slots := min(int(h.Window), l.cfg.txWindow, s.txMax)
 	bufSize := min(int(h.BufferSize), l.cfg.txBufSize, s.msgMax)
-	l.credit.reset(s.peerWindow, len(l.rx.refs))
+	l.credit.Reset(s.peerWindow, len(l.rx.refs))
 	s.maxSend = l.cfg.maxMessage
 	if h.MaxMessage < uint64(s.maxSend) {
 		s.maxSend = int(h.MaxMessage)
@@ -200,7 +205,7 @@ func (l *link) setPeer(h wire.Hello) error {
 // reserve takes n bytes of the process's registered-memory budget for l,
 // given back when its resources are released.
 func (l *link) reserve(n int) error {
-	if err := reserveRegistered(n); err != nil {
+	if err := registered.Reserve(n); err != nil {
 		return err
 	}
 	l.res.reserved += n
@@ -228,7 +233,7 @@ func (l *link) handleEvent(ev *ofi.Event) {
 		}
 	case ofi.EventError:
 		err := error(ev.Err)
-		if l.life.state == linkConnecting {
+		if l.life.State() == lifecycle.Connecting {
 			err = l.setupError(ev)
 		}
 		l.fail(err)
@@ -274,7 +279,7 @@ func (l *link) setupError(ev *ofi.Event) error {
 }
 
 func (l *link) onConnected(ev *ofi.Event) {
-	if l.life.state != linkConnecting {
+	if l.life.State() != lifecycle.Connecting {
 		return
 	}
 	if l.tx.mem == nil { // dialing: the accept's hello sizes the send side
@@ -303,7 +308,7 @@ func (l *link) onConnected(ev *ofi.Event) {
 		l.fail(err)
 		return
 	}
-	l.life.move(linkOpen)
+	l.life.Move(lifecycle.Open)
 	l.startBeat()
 	l.connected <- nil
 	l.owner.up(l)

@@ -62,7 +62,7 @@ func (s *sender) sealed() {
 // for it while the writer was inside.
 // Write's fast path spells it out, as a call to unlock does not inline.
 func (s *sender) unlock() {
-	s.gate.unlock()
+	s.gate.Unlock()
 	if s.pack && s.want.Load() {
 		s.sealWanted()
 	}
@@ -72,12 +72,12 @@ func (s *sender) unlock() {
 // someone else took the gate in between: a writer sees want on its own way
 // out, the reactor seals.
 func (s *sender) sealWanted() {
-	for s.want.Load() && s.gate.tryLock() {
+	for s.want.Load() && s.gate.TryLock() {
 		if s.want.Load() && s.open {
 			s.publish(flushFull)
 		}
 		s.want.Store(false)
-		s.gate.unlock()
+		s.gate.Unlock()
 	}
 }
 
@@ -86,12 +86,12 @@ func (s *sender) sealOpen() {
 		return
 	}
 	s.want.Store(true)
-	if !s.gate.tryReactor() {
+	if !s.gate.TryReactor() {
 		return // the writer inside seals on its way out
 	}
 	if s.open {
 		s.seal(flushFull)
 	}
 	s.want.Store(false)
-	s.gate.unlock()
+	s.gate.Unlock()
 }

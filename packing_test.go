@@ -125,7 +125,7 @@ func TestPackingWriterSealsForTheReactor(t *testing.T) {
 	c := newPackingConn(t, 256, 4, 1<<20)
 	s, q := &c.send, &c.link.tx
 	write(t, c, "first", "queued")
-	s.gate.lock() // a writer inside
+	s.gate.Lock() // a writer inside
 	c.link.packed.sealOpen()
 	if !s.open || q.head.Load() != 1 {
 		t.Fatalf("the reactor sealed with a writer inside the gate")

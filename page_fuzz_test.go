@@ -12,8 +12,11 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
 	"github.com/netio-go/netio/internal/page"
 	"github.com/netio-go/netio/internal/page/pagetest"
+	"github.com/netio-go/netio/internal/ring"
 	"github.com/netio-go/netio/internal/seedcorpus"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
@@ -68,7 +71,7 @@ func newFuzzConn(t testing.TB, maxMsg int) *Conn {
 	}
 	l := c.link
 	t.Cleanup(func() { l.rx.wake.close(); l.tx.wake.close() })
-	l.life.move(linkOpen)
+	l.life.Move(lifecycle.Open)
 	l.sizes.maxSend, l.sizes.maxRecv = maxMsg, uint64(maxMsg)
 	return c
 }
@@ -82,11 +85,11 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 	// What no page covers holds a pattern, so that bytes read from
 	// outside a page do not pass for the zeros of a fresh buffer.
 	l.rx = recvQueue{mem: bytes.Repeat([]byte{0xa5}, n*bufSize), bufSize: bufSize, wake: l.rx.wake,
-		ready: newSPSCRing(n), free: newSPSCRing(n), refs: make([]atomic.Int32, n), kickAt: 1}
+		ready: ring.New(n), free: ring.New(n), refs: make([]atomic.Int32, n), kickAt: 1}
 	l.rxReclaim = make([]uint32, 0, n)
 	// Credits are not what these targets test: any the pages return fit.
-	l.credit.reset(math.MaxInt32, n)
-	l.credit.credits = 0
+	l.credit.Reset(math.MaxInt32, n)
+	l.credit.Hold(0)
 	l.sizes.maxRecv = maxMsg
 	c.recv.frames = page.Plain.Reader()
 	c.recv.pos.Max = maxMsg
@@ -103,25 +106,25 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 func deliver(c *Conn, bufs [][]byte, bypass bool) (pushed []uint32) {
 	l := c.link
 	for i, b := range bufs {
-		if l.life.ended.Load() {
+		if l.life.Ended() {
 			break
 		}
 		slot := uint32(i)
 		copy(l.rx.mem[i*l.rx.bufSize:], b)
 		if bypass && len(b) >= wire.HeaderSize {
 			if h := wire.ReadHeader(b); (h.Kind == wire.KindPage || h.Kind == wire.KindTagged) && uint64(h.FragLen)+wire.HeaderSize == uint64(len(b)) && h.MsgLen > uint64(h.FragLen) {
-				l.rx.ready.push(slot)
+				l.rx.ready.Push(slot)
 				pushed = append(pushed, slot)
 				continue
 			}
 		}
-		before := l.rx.ready.len()
+		before := l.rx.ready.Len()
 		l.onRecv(slot, uint64(len(b)))
-		if l.rx.ready.len() > before {
+		if l.rx.ready.Len() > before {
 			pushed = append(pushed, slot)
 		}
 	}
-	if !l.life.ended.Load() {
+	if !l.life.Ended() {
 		l.fail(io.EOF)
 	}
 	return pushed
@@ -323,9 +326,9 @@ func checkInPage(t *testing.T, c *Conn, m Message) {
 // goes back exactly once, or is still waiting to be read.
 func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed []uint32) {
 	freed := map[uint32]int{}
-	drain := func(r *spscRing) {
+	drain := func(r *ring.SPSC) {
 		for {
-			s, ok := r.pop()
+			s, ok := r.Pop()
 			if !ok {
 				return
 			}
@@ -686,7 +689,7 @@ func runRoundTrip(t *testing.T, data []byte) {
 	c := newReadingConn(t, len(pages), wire.HeaderSize+pageCap, uint64(maxSend))
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
-		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.Err())
 	}
 	total := 0
 	for _, m := range want {

@@ -68,7 +68,7 @@ const (
 // for a subscriber that left or was cut loose, but one that Shutdown or
 // Close stopped misses the message.
 func (pl *pubLink) stopped() int {
-	if pl.loose.Load() || pl.l.life.ended.Load() || pl.p.state.Load() == pubOpen {
+	if pl.loose.Load() || pl.l.life.Ended() || pl.p.state.Load() == pubOpen {
 		return offered
 	}
 	pl.stranded.Add(1)
@@ -79,7 +79,7 @@ func (pl *pubLink) stopped() int {
 // waiting. Any publishing goroutine, under the tag's turn.
 func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	s := &pl.send
-	if !s.gate.state.CompareAndSwap(gateFree, gateWriter) && !s.gate.tryLock() {
+	if !s.gate.LockFree() && !s.gate.TryLock() {
 		return offerLater
 	}
 	pl.send.frames.SetRecord(tag, seq)
@@ -131,7 +131,7 @@ func (pl *pubLink) noteFull() {
 // false when ctx ended first: the subscriber missed the message.
 func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []byte, policy Policy) bool {
 	s := &pl.send
-	if !s.gate.lockUntil(ctx.Done()) {
+	if !s.gate.LockUntil(ctx.Done()) {
 		if policy != Block {
 			pl.p.stats.dropped.Add(1)
 			return true
@@ -166,7 +166,7 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 		// before ctx ended, and the stream cannot go on.
 		pl.loose.Store(true)
 		pl.closed.Store(true)
-		s.gate.stop()
+		s.gate.Stop()
 		pl.unlock()
 		pl.cut()
 		return true
@@ -199,7 +199,7 @@ func (pl *pubLink) unlock() {
 func (pl *pubLink) flush() {
 	s := &pl.send
 	for {
-		if s.gate.tryLock() {
+		if s.gate.TryLock() {
 			pl.flushWanted.Store(false)
 			if s.writable(0) == nil && s.open {
 				s.publish(flushExplicit)
@@ -208,7 +208,7 @@ func (pl *pubLink) flush() {
 			return
 		}
 		pl.flushWanted.Store(true)
-		if s.gate.state.Load()&gateInside != 0 {
+		if s.gate.Occupied() {
 			return // the writer inside sees the flag as it leaves
 		}
 	}
@@ -227,14 +227,14 @@ func (pl *pubLink) cut() {
 // everything went.
 func (pl *pubLink) drain(ctx context.Context) bool {
 	s := &pl.send
-	if !s.gate.lockUntil(ctx.Done()) {
+	if !s.gate.LockUntil(ctx.Done()) {
 		pl.closed.Store(true)
 		pl.l.tx.wake.wake()
-		s.gate.lock()
+		s.gate.Lock()
 	}
 	defer s.unlock()
 	pl.closed.Store(true)
-	if s.open && !pl.l.life.ended.Load() {
+	if s.open && !pl.l.life.Ended() {
 		s.publish(flushExplicit)
 	}
 	q := &pl.l.tx
@@ -242,7 +242,7 @@ func (pl *pubLink) drain(ctx context.Context) bool {
 	defer stop()
 	for {
 		q.waiting.Store(true)
-		if q.done.Load() == q.head.Load() || pl.l.life.ended.Load() {
+		if q.done.Load() == q.head.Load() || pl.l.life.Ended() {
 			pl.stopWaiting(&q.waiting)
 			return true
 		}
@@ -357,11 +357,11 @@ func (pl *pubLink) setupFailed(l *link) {
 
 // ended is the subscriber gone: out of the table, and closed.
 func (pl *pubLink) ended(l *link) {
-	if errors.Is(l.life.err, ErrPeerTimeout) {
+	if errors.Is(l.life.Err(), ErrPeerTimeout) {
 		pl.p.stats.timedOut.Add(1)
 	}
-	pl.send.gate.stop()
-	pl.post(&workItem{kind: workLeft, err: l.life.err})
+	pl.send.gate.Stop()
+	pl.post(&workItem{kind: workLeft, err: l.life.Err()})
 }
 
 func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {

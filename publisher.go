@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/sendgate"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -206,7 +207,7 @@ func (p *Publisher) admit(req *ofi.Info, h wire.Hello) []byte {
 			return nil, err
 		}
 		pl.l = l
-		pl.send = sender{half: half{side: pl, closed: &pl.closed, stats: &pl.stats, l: l}, q: &l.tx, gate: newSendGate()}
+		pl.send = sender{half: half{side: pl, closed: &pl.closed, stats: &pl.stats, l: l}, q: &l.tx, gate: sendgate.New()}
 		return l, nil
 	})
 	return nil
@@ -398,13 +399,13 @@ func (p *Publisher) Shutdown(ctx context.Context) error {
 			// comes back; the others are told now.
 			n := pl.unposted()
 			p.stats.undelivered.Add(n) // the stranded ones were counted by their Publish
-			if n += pl.stranded.Load(); n > 0 && !pl.l.life.ended.Load() {
+			if n += pl.stranded.Load(); n > 0 && !pl.l.life.Ended() {
 				lost += n
 				losers++
 			}
 			pl.counted = true
 			pl.sayGoodbye(finals[pl], true)
-			waits = append(waits, pl.l.life.released)
+			waits = append(waits, pl.l.life.Released())
 		}
 	})
 	p.finish(waits)
@@ -447,7 +448,7 @@ func (p *Publisher) closeHard() {
 		p.ac.close()
 		for _, pl := range links {
 			pl.sayGoodbye(finals[pl], false)
-			waits = append(waits, pl.l.life.released)
+			waits = append(waits, pl.l.life.Released())
 		}
 	})
 	p.finish(waits)

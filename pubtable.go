@@ -118,10 +118,10 @@ func (pl *pubLink) do(it *workItem) {
 // closeToWriters waits until no writer is inside the link's send side and
 // closes it: the link may let go of its memory then.
 func (pl *pubLink) closeToWriters() {
-	pl.send.gate.lock()
+	pl.send.gate.Lock()
 	pl.closed.Store(true)
-	pl.send.gate.stop()
-	pl.send.gate.unlock()
+	pl.send.gate.Stop()
+	pl.send.gate.Unlock()
 }
 
 // apply puts a request into the table and acknowledges it. A subscription

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/ring"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -49,8 +50,8 @@ func (q *sendQueue) free() int { return q.slots - int(q.head.Load()-q.done.Load(
 type recvQueue struct {
 	mem     []byte // the registered receive region
 	bufSize int
-	ready   *spscRing // reactor to reader
-	free    *spscRing // back to the reactor; producers serialised by freeMu
+	ready   *ring.SPSC // reactor to reader
+	free    *ring.SPSC // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
 	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (lending.go)
 	lending lending        // which Messages are out, to catch a second Release
@@ -77,8 +78,8 @@ func (q *recvQueue) payload(slot uint32) ([]byte, wire.Header) {
 // whether the reactor should be told now. Any goroutine.
 func (q *recvQueue) giveBack(slot uint32) bool {
 	q.freeMu.Lock()
-	q.free.push(slot)
-	n := q.free.len()
+	q.free.Push(slot)
+	n := q.free.Len()
 	q.freeMu.Unlock()
 	return n >= q.kickAt || q.urgent.Load()
 }

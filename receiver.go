@@ -466,7 +466,7 @@ func (r *receiver) position() (bool, error) {
 			}
 			r.leaveBuffer()
 		}
-		slot, ok := r.q.ready.peek()
+		slot, ok := r.q.ready.Peek()
 		if !ok {
 			return false, nil
 		}
@@ -494,7 +494,7 @@ func (r *receiver) readFailed(err error) error {
 // the reactor unless Messages handed out from it still use it.
 func (r *receiver) leaveBuffer() {
 	slot := uint32(r.slot)
-	r.q.ready.pop()
+	r.q.ready.Pop()
 	r.slot = -1
 	r.pos.Leave()
 	r.stats.messagesReceived.Store(r.msgs)
@@ -533,7 +533,7 @@ func (r *receiver) readable() error {
 
 // arrived reports whether a buffer the reader does not hold yet is ready.
 func (r *receiver) arrived() bool {
-	n := r.q.ready.len()
+	n := r.q.ready.Len()
 	if r.slot >= 0 {
 		n--
 	}
@@ -559,7 +559,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		c.stopWaiting(&q.waiting)
 		return nil
 	}
-	if life.ended.Load() {
+	if life.Ended() {
 		c.stopWaiting(&q.waiting)
 		if r.arrived() {
 			return nil
@@ -567,13 +567,13 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		if r.failed != nil {
 			return c.opError("read", r.failed)
 		}
-		if errors.Is(life.err, io.EOF) {
+		if errors.Is(life.Err(), io.EOF) {
 			if r.pos.InMsg {
 				return c.opError("read", errCutShort)
 			}
 			return io.EOF
 		}
-		return c.opError("read", life.err)
+		return c.opError("read", life.Err())
 	}
 	if r.closed.Load() {
 		c.stopWaiting(&q.waiting)

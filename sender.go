@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/sendgate"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -24,7 +25,7 @@ import (
 type sender struct {
 	half
 	q      *sendQueue
-	gate   sendGate
+	gate   sendgate.Gate
 	frames *page.Writer // set once at connect
 	lazy   bool         // frames wait to fill: a pageWatch flushes them
 	watch  *pageWatch   // nil unless lazy
@@ -67,10 +68,10 @@ const (
 // Both framings are pages: through the assertion appendWhole is a direct
 // call, not an interface one.
 func (s *sender) write(p []byte) (int, error) {
-	if s.gate.lock() && s.open && len(p) <= s.appendMax && s.frames.AppendWhole(p) {
+	if s.gate.Lock() && s.open && len(p) <= s.appendMax && s.frames.AppendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
-		s.gate.unlock()
+		s.gate.Unlock()
 		if s.pack && s.want.Load() {
 			s.sealWanted()
 		}
@@ -85,11 +86,11 @@ func (s *sender) write(p []byte) (int, error) {
 // to look at, no Close, no end, no earlier failure, no size limit hit.
 // The publisher asks it; a Conn's writers know it from the gate's flags.
 func (s *sender) unhindered(n int) bool {
-	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
+	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.Ended() && s.failed == nil && n <= s.maxSend
 }
 
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
-	clear := s.gate.lock()
+	clear := s.gate.Lock()
 	defer s.unlock()
 	w := s.frames
 	for i := 0; i < len(msgs); i++ {
@@ -112,8 +113,8 @@ func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 // try.
 func (s *sender) writeWaiting(ctx context.Context, p []byte, try bool) (int, error) {
 	if !try {
-		s.gate.lock()
-	} else if !s.gate.tryLock() {
+		s.gate.Lock()
+	} else if !s.gate.TryLock() {
 		return 0, s.side.opError("write", ErrWouldBlock)
 	}
 	defer s.unlock()
@@ -152,7 +153,7 @@ func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-wire.HeaderSize))); err != nil {
 			// Part of the message is on its way: the stream cannot go on.
 			s.failed = err
-			s.gate.stop()
+			s.gate.Stop()
 			return off, err
 		}
 		off += fw.Put(p[off:])
@@ -221,7 +222,7 @@ func (s *sender) delivered() uint64 { return s.stats.messagesSent.Load() }
 
 // flush sends the open buffer now.
 func (s *sender) flush() error {
-	s.gate.lock()
+	s.gate.Lock()
 	defer s.unlock()
 	if err := s.writable(0); err != nil {
 		return err
@@ -234,7 +235,7 @@ func (s *sender) flush() error {
 
 // sealForClose seals what was written, for Close to send it.
 func (s *sender) sealForClose() {
-	s.gate.lock()
+	s.gate.Lock()
 	if s.open {
 		s.seal(flushExplicit)
 	}
@@ -244,7 +245,7 @@ func (s *sender) sealForClose() {
 // shutWrite seals what was written and makes every later write fail, for
 // CloseWrite; it reports false if it was done already.
 func (s *sender) shutWrite() bool {
-	s.gate.lock()
+	s.gate.Lock()
 	defer s.unlock()
 	if s.shut {
 		return false
@@ -253,7 +254,7 @@ func (s *sender) shutWrite() bool {
 		s.seal(flushExplicit)
 	}
 	s.shut = true
-	s.gate.stop()
+	s.gate.Stop()
 	return true
 }
 
@@ -268,7 +269,7 @@ func (s *sender) writable(n int) error {
 		return s.side.opError("write", syscall.EPIPE)
 	case expired(&s.deadline):
 		return s.side.opError("write", os.ErrDeadlineExceeded)
-	case s.l.life.ended.Load():
+	case s.l.life.Ended():
 		return s.deadErr()
 	case s.failed != nil:
 		return s.failed
@@ -311,7 +312,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 		case s.closed.Load():
 			c.stopWaiting(&q.waiting)
 			return c.opError("write", net.ErrClosed)
-		case s.l.life.ended.Load():
+		case s.l.life.Ended():
 			c.stopWaiting(&q.waiting)
 			return s.deadErr()
 		case ctx != nil && ctx.Err() != nil:
@@ -333,7 +334,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 // deadErr is what a write to an ended connection returns: the peer's
 // orderly close reads as a broken pipe, as for a socket.
 func (s *sender) deadErr() error {
-	err := s.l.life.err
+	err := s.l.life.Err()
 	if errors.Is(err, io.EOF) {
 		err = syscall.EPIPE
 	}

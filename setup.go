@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/netio-go/netio/internal/lifecycle"
 )
 
 // Accepted links have a deadline for their set-up: a peer that sent a
@@ -56,7 +58,7 @@ func (e *engine) sweepSetups() {
 			continue
 		}
 		delete(e.setups, l)
-		if l.life.state != linkConnecting {
+		if l.life.State() != lifecycle.Connecting {
 			continue
 		}
 		w.stats.timedOut.Add(1)

@@ -731,7 +731,7 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 			return errTooManyTags
 		}
 		return nil
-	case <-l.life.done:
+	case <-l.life.Done():
 		return errLinkDown
 	case <-ctx.Done():
 		return ctx.Err()
@@ -824,7 +824,7 @@ func (sl *subLink) closeLink() {
 		t := time.NewTimer(sl.sc.cfg.Linger + time.Second)
 		defer t.Stop()
 		select {
-		case <-l.life.released:
+		case <-l.life.Released():
 		case <-t.C:
 		}
 	}

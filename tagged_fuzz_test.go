@@ -176,7 +176,7 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 	c.recv.frames = f.Reader()
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
-		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.Err())
 	}
 	batch := make([]record, size+1)
 	var got []record

@@ -1,4 +1,4 @@
-package netio
+package lifecycle
 
 import (
 	"errors"
@@ -9,17 +9,17 @@ import (
 )
 
 func TestLifecycleMoves(t *testing.T) {
-	all := []linkState{linkConnecting, linkOpen, linkEnded, linkDraining, linkClosed}
-	allowed := map[[2]linkState]bool{
-		{linkConnecting, linkOpen}: true, {linkConnecting, linkEnded}: true, {linkConnecting, linkClosed}: true,
-		{linkOpen, linkEnded}: true, {linkOpen, linkDraining}: true,
-		{linkEnded, linkClosed}: true, {linkDraining, linkClosed}: true,
+	all := []State{Connecting, Open, Ended, Draining, Closed}
+	allowed := map[[2]State]bool{
+		{Connecting, Open}: true, {Connecting, Ended}: true, {Connecting, Closed}: true,
+		{Open, Ended}: true, {Open, Draining}: true,
+		{Ended, Closed}: true, {Draining, Closed}: true,
 	}
 	for _, from := range all {
 		for _, to := range all {
-			l := newLifecycle()
+			l := New()
 			l.state = from
-			if got := l.move(to); got != allowed[[2]linkState{from, to}] {
+			if got := l.Move(to); got != allowed[[2]State{from, to}] {
 				t.Errorf("%v -> %v: move = %v", from, to, got)
 			}
 		}
@@ -27,15 +27,15 @@ func TestLifecycleMoves(t *testing.T) {
 }
 
 func TestLifecycleEnd(t *testing.T) {
-	l := newLifecycle()
-	if !l.move(linkOpen) || !l.wasOpen {
+	l := New()
+	if !l.Move(Open) || !l.wasOpen {
 		t.Fatal("connecting -> open")
 	}
-	if !l.accepting() {
+	if !l.Accepting() {
 		t.Fatal("an open link takes what arrives")
 	}
-	l.end(io.EOF)
-	l.end(errors.New("later"))
+	l.End(io.EOF)
+	l.End(errors.New("later"))
 	select {
 	case <-l.done:
 	default:
@@ -44,30 +44,30 @@ func TestLifecycleEnd(t *testing.T) {
 	if !l.ended.Load() || l.err != io.EOF {
 		t.Fatalf("ended %v err %v: the first reason counts", l.ended.Load(), l.err)
 	}
-	if l.accepting() {
+	if l.Accepting() {
 		t.Fatal("an ended link takes nothing more")
 	}
-	l.move(linkEnded)
-	l.release()
-	if l.state != linkClosed || l.err != io.EOF {
+	l.Move(Ended)
+	l.Release()
+	if l.state != Closed || l.err != io.EOF {
 		t.Fatalf("after release: %v %v", l.state, l.err)
 	}
 	<-l.released
 }
 
 func TestLifecycleDrainThenRelease(t *testing.T) {
-	l := newLifecycle()
-	l.move(linkOpen)
-	if !l.drain(time.Second) || !l.closedByOwner() || l.lingerUntil.IsZero() {
+	l := New()
+	l.Move(Open)
+	if !l.Drain(time.Second) || !l.ClosedByOwner() || l.LingerUntil.IsZero() {
 		t.Fatal("open -> draining with a deadline")
 	}
-	if !l.accepting() {
+	if !l.Accepting() {
 		t.Fatal("a draining link still takes credits and FIN")
 	}
-	if l.drain(time.Second) {
+	if l.Drain(time.Second) {
 		t.Fatal("draining twice")
 	}
-	l.release()
+	l.Release()
 	if !errors.Is(l.err, net.ErrClosed) {
 		t.Fatalf("a link closed in order ends with net.ErrClosed, got %v", l.err)
 	}

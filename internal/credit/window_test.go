@@ -1,15 +1,17 @@
-package netio
+package credit
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // checkCreditInvariant holds the window's invariants: the credits we hold are
 // within the peer's window; the credits the peer holds, those we owe it
 // and the buffers it has used that we have not re-posted add up to our
 // window; nothing is negative.
-func checkCreditInvariant(t *testing.T, step string, w *creditWindow, unposted int) {
+func checkCreditInvariant(t *testing.T, step string, w *Window, unposted int) {
 	t.Helper()
 	switch {
 	case w.credits < 0 || w.credits > w.peerWindow:
@@ -23,11 +25,11 @@ func checkCreditInvariant(t *testing.T, step string, w *creditWindow, unposted i
 
 func TestCreditWindowDataLeavesReserve(t *testing.T) {
 	for _, window := range []int{2, 4, 16} {
-		var w creditWindow
-		w.reset(window, 8)
+		var w Window
+		w.Reset(window, 8)
 		sent := 0
 		for {
-			if _, ok := w.take(dataSend); !ok {
+			if _, ok := w.Take(Data); !ok {
 				break
 			}
 			sent++
@@ -36,13 +38,13 @@ func TestCreditWindowDataLeavesReserve(t *testing.T) {
 		if want := window - reserveForControl; sent != want {
 			t.Errorf("window %d: %d data sends, want %d (one credit kept back)", window, sent, want)
 		}
-		if !w.canTake(controlSend) {
+		if !w.CanTake(Control) {
 			t.Errorf("window %d: no credit left for a control message after the data", window)
 		}
-		if _, ok := w.take(controlSend); !ok {
+		if _, ok := w.Take(Control); !ok {
 			t.Errorf("window %d: control send refused with the reserve in hand", window)
 		}
-		if _, ok := w.take(controlSend); ok {
+		if _, ok := w.Take(Control); ok {
 			t.Errorf("window %d: a send with no credit at all", window)
 		}
 		checkCreditInvariant(t, "after control", &w, 0)
@@ -96,38 +98,38 @@ func TestCreditWindowSequences(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var w creditWindow
-			w.reset(tt.peer, tt.ours)
+			var w Window
+			w.Reset(tt.peer, tt.ours)
 			unposted := 0
 			for i, s := range tt.steps {
 				name := s.op
 				switch s.op {
 				case "take", "control":
-					k := dataSend
+					k := Data
 					if s.op == "control" {
-						k = controlSend
+						k = Control
 					}
-					give, ok := w.take(k)
+					give, ok := w.Take(k)
 					if ok != s.wantOK || ok && give != s.wantGiv {
 						t.Fatalf("step %d %s: (%d, %v), want (%d, %v)", i, s.op, give, ok, s.wantGiv, s.wantOK)
 					}
 				case "undo":
-					w.undo(uint16(s.n))
+					w.Undo(uint16(s.n))
 				case "used":
 					for j := 0; j < s.n; j++ {
-						w.used()
+						w.Used()
 					}
 					unposted += s.n
 				case "repost":
-					w.owe(s.n)
+					w.Owe(s.n)
 					unposted -= s.n
 				case "give":
-					err := w.give(uint16(s.n))
+					err := w.Give(uint16(s.n))
 					if (err == nil) != s.wantOK {
 						t.Fatalf("step %d give %d: %v", i, s.n, err)
 					}
-					if err != nil && !errors.Is(err, ErrProtocol) {
-						t.Fatalf("step %d: %v is not ErrProtocol", i, err)
+					if err != nil && !errors.Is(err, wire.ErrProtocol) {
+						t.Fatalf("step %d: %v is not wire.ErrProtocol", i, err)
 					}
 				}
 				checkCreditInvariant(t, name, &w, unposted)
@@ -137,62 +139,62 @@ func TestCreditWindowSequences(t *testing.T) {
 }
 
 func TestCreditWindowReturnable(t *testing.T) {
-	var w creditWindow
-	w.reset(4, 8)
-	if w.returnable() {
+	var w Window
+	w.Reset(4, 8)
+	if w.Returnable() {
 		t.Fatal("returnable with nothing owed")
 	}
-	w.used()
-	w.owe(1)
-	if w.returnable() {
+	w.Used()
+	w.Owe(1)
+	if w.Returnable() {
 		t.Fatal("one credit of eight owed, peer not starved: not worth a message")
 	}
 	for i := 0; i < 3; i++ {
-		w.used()
-		w.owe(1)
+		w.Used()
+		w.Owe(1)
 	}
-	if !w.returnable() {
+	if !w.Returnable() {
 		t.Fatal("half the window owed: a credit message is due")
 	}
 	// The peer down to its reserve needs it at once, even for one credit.
-	w.reset(4, 8)
+	w.Reset(4, 8)
 	for i := 0; i < 7; i++ {
-		w.used()
+		w.Used()
 	}
-	if !w.peerStarved() {
+	if !w.PeerStarved() {
 		t.Fatal("peer holds one credit: starved")
 	}
-	w.owe(1)
-	if !w.returnable() {
+	w.Owe(1)
+	if !w.Returnable() {
 		t.Fatal("a starved peer gets what is owed at once")
 	}
 	// One credit owed for the peer's own credit message: returned only
 	// to a peer left with none, by a side that keeps a credit after it.
-	w.reset(4, 4)
-	for w.canTake(dataSend) {
-		w.take(dataSend) // down to our reserve
+	w.Reset(4, 4)
+	for w.CanTake(Data) {
+		w.Take(Data) // down to our reserve
 	}
 	for i := 0; i < 3; i++ {
-		w.used() // the peer's data, held by our reader
+		w.Used() // the peer's data, held by our reader
 	}
-	w.used() // its credit message, on its last credit
-	w.quietly()
-	w.owe(1)
-	if w.returnable() {
+	w.Used() // its credit message, on its last credit
+	w.Quietly()
+	w.Owe(1)
+	if w.Returnable() {
 		t.Fatal("returned on our last credit, the peer would answer in kind: not returnable")
 	}
-	if err := w.give(1); err != nil {
+	if err := w.Give(1); err != nil {
 		t.Fatal(err)
 	}
-	if !w.returnable() {
+	if !w.Returnable() {
 		t.Fatal("the peer has no credit left and we have two: its credit message's credit goes back")
 	}
 	// No credit to send it with: not returnable, whatever is owed.
-	for w.canTake(controlSend) {
-		w.take(controlSend)
+	for w.CanTake(Control) {
+		w.Take(Control)
 	}
-	w.owe(4)
-	if w.returnable() {
+	w.Owe(4)
+	if w.Returnable() {
 		t.Fatal("returnable without a credit to send it")
 	}
 }
@@ -204,28 +206,28 @@ func TestCreditWindowReturnable(t *testing.T) {
 // owes back.
 func TestCreditWindowNoEndlessReturns(t *testing.T) {
 	type side struct {
-		w     creditWindow
+		w     Window
 		inbox []bool // messages arriving: true for a credit message
 	}
 	var sides [2]side
 	for i := range sides {
-		sides[i].w.reset(4, 4)
+		sides[i].w.Reset(4, 4)
 	}
 	for i := range sides {
 		for { // the peer's reader holds whatever this side sends
-			if _, ok := sides[i].w.take(dataSend); !ok {
+			if _, ok := sides[i].w.Take(Data); !ok {
 				break
 			}
-			sides[1-i].w.used()
+			sides[1-i].w.Used()
 		}
 	}
 	send := func(from int, credit bool) {
-		give, ok := sides[from].w.take(controlSend)
+		give, ok := sides[from].w.Take(Control)
 		if !ok {
 			t.Fatalf("side %d: no credit for a control message", from)
 		}
 		to := &sides[1-from]
-		if err := to.w.give(give); err != nil {
+		if err := to.w.Give(give); err != nil {
 			t.Fatal(err)
 		}
 		to.inbox = append(to.inbox, credit)
@@ -237,15 +239,15 @@ func TestCreditWindowNoEndlessReturns(t *testing.T) {
 		for i := range sides {
 			s := &sides[i]
 			for _, credit := range s.inbox {
-				s.w.used()
+				s.w.Used()
 				if credit {
-					s.w.quietly()
+					s.w.Quietly()
 				}
-				s.w.owe(1) // re-posted at once: no reader involved
+				s.w.Owe(1) // re-posted at once: no reader involved
 				busy = true
 			}
 			s.inbox = s.inbox[:0]
-			if s.w.returnable() {
+			if s.w.Returnable() {
 				send(i, true)
 				busy = true
 				if messages++; messages > 10 {
@@ -258,7 +260,7 @@ func TestCreditWindowNoEndlessReturns(t *testing.T) {
 	// other's next header comes: nothing is stuck for good.
 	for i := range sides {
 		w := &sides[i].w
-		if !w.canTake(controlSend) && !sides[1-i].w.owing() {
+		if !w.CanTake(Control) && !sides[1-i].w.Owing() {
 			t.Errorf("side %d has no credit and is owed none: %+v", i, *w)
 		}
 	}

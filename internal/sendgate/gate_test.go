@@ -1,4 +1,4 @@
-package netio
+package sendgate
 
 import (
 	"sync"
@@ -10,7 +10,7 @@ import (
 // ever inside with someone else (the race detector sees the plain counter),
 // every writer gets in, and the reactor's attempts never wait.
 func TestSendGateExclusion(t *testing.T) {
-	g := newSendGate()
+	g := New()
 	inside, total := 0, 0
 	var wg sync.WaitGroup
 	const writers, rounds = 4, 2000
@@ -19,14 +19,14 @@ func TestSendGateExclusion(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < rounds; j++ {
-				g.lock()
+				g.Lock()
 				inside++
 				if inside != 1 {
 					panic("two inside the gate")
 				}
 				total++
 				inside--
-				g.unlock()
+				g.Unlock()
 			}
 		}()
 	}
@@ -41,14 +41,14 @@ func TestSendGateExclusion(t *testing.T) {
 				return
 			default:
 			}
-			if g.tryReactor() {
+			if g.TryReactor() {
 				inside++
 				if inside != 1 {
 					panic("the reactor inside with a writer")
 				}
 				inside--
 				entered++
-				g.unlock()
+				g.Unlock()
 			}
 		}
 	}()
@@ -61,68 +61,68 @@ func TestSendGateExclusion(t *testing.T) {
 }
 
 func TestSendGateTry(t *testing.T) {
-	g := newSendGate()
-	if !g.tryLock() {
+	g := New()
+	if !g.TryLock() {
 		t.Fatal("tryLock on a free gate")
 	}
-	if g.tryLock() || g.tryReactor() {
+	if g.TryLock() || g.TryReactor() {
 		t.Fatal("a second entry while a writer is inside")
 	}
 	entered := make(chan struct{})
-	go func() { g.lock(); close(entered); g.unlock() }()
-	g.unlock() // the parked writer must get in
+	go func() { g.Lock(); close(entered); g.Unlock() }()
+	g.Unlock() // the parked writer must get in
 	<-entered
-	if !g.tryReactor() {
+	if !g.TryReactor() {
 		t.Fatal("tryReactor on a free gate")
 	}
-	g.unlock()
+	g.Unlock()
 }
 
 // The flags tell a writer to look before it writes; they never keep anyone
 // out, outlive the holders, and only the deadline's can be cleared.
 func TestSendGateFlags(t *testing.T) {
-	g := newSendGate()
+	g := New()
 	var deadline atomic.Int64
-	if !g.lock() {
+	if !g.Lock() {
 		t.Fatal("a plain gate's lock reports a flag")
 	}
-	g.unlock()
-	g.setDeadline(&deadline, 123)
+	g.Unlock()
+	g.SetDeadline(&deadline, 123)
 	if deadline.Load() != 123 {
 		t.Fatalf("deadline %d, want 123", deadline.Load())
 	}
-	if g.lock() {
+	if g.Lock() {
 		t.Fatal("lock with a deadline set reports no flag")
 	}
-	if g.tryLock() || g.tryReactor() {
+	if g.TryLock() || g.TryReactor() {
 		t.Fatal("a second entry while a flagged writer is inside")
 	}
-	g.unlock()
-	if !g.tryReactor() {
+	g.Unlock()
+	if !g.TryReactor() {
 		t.Fatal("the reactor kept out of a flagged gate")
 	}
-	g.unlock()
-	if !g.tryLock() {
+	g.Unlock()
+	if !g.TryLock() {
 		t.Fatal("tryLock kept out of a flagged gate")
 	}
-	g.unlock()
-	g.setDeadline(&deadline, 0)
-	if !g.lock() {
+	g.Unlock()
+	g.SetDeadline(&deadline, 0)
+	if !g.Lock() {
 		t.Fatal("lock after the deadline was cleared reports a flag")
 	}
-	g.unlock()
-	g.stop()
-	g.setDeadline(&deadline, 0)
-	if g.lock() {
+	g.Unlock()
+	g.Stop()
+	g.SetDeadline(&deadline, 0)
+	if g.Lock() {
 		t.Fatal("lock on a stopped gate reports no flag")
 	}
-	g.unlock()
+	g.Unlock()
 }
 
 // Exclusion holds, and no parked writer is forgotten, while the flags
 // change under the writers.
 func TestSendGateExclusionFlagged(t *testing.T) {
-	g := newSendGate()
+	g := New()
 	var deadline atomic.Int64
 	inside, total := 0, 0
 	var wg sync.WaitGroup
@@ -132,14 +132,14 @@ func TestSendGateExclusionFlagged(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < rounds; j++ {
-				g.lock()
+				g.Lock()
 				inside++
 				if inside != 1 {
 					panic("two inside the gate")
 				}
 				total++
 				inside--
-				g.unlock()
+				g.Unlock()
 			}
 		}()
 	}
@@ -153,7 +153,7 @@ func TestSendGateExclusionFlagged(t *testing.T) {
 				return
 			default:
 			}
-			g.setDeadline(&deadline, i%2)
+			g.SetDeadline(&deadline, i%2)
 		}
 	}()
 	wg.Wait()

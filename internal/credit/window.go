@@ -1,8 +1,13 @@
-package netio
+// Package credit is one connection's flow control, with no I/O.
+package credit
 
-import "fmt"
+import (
+	"fmt"
 
-// creditWindow is one connection's flow control, with no I/O: the numbers
+	"github.com/netio-go/netio/internal/wire"
+)
+
+// Window is one connection's flow control, with no I/O: the numbers
 // that keep a sender from ever sending to a peer that has no receive
 // buffer posted for it (which verbs turns into an error, not a wait).
 //
@@ -18,7 +23,7 @@ import "fmt"
 // sides that each wait for the other's credits would otherwise both wait.
 //
 // All methods run on the reactor.
-type creditWindow struct {
+type Window struct {
 	peerWindow int // buffers the peer posted for us at connect: the most we may hold
 	ourWindow  int // buffers we post for the peer
 	credits    int // sends we may still make
@@ -33,34 +38,38 @@ const maxGive = 0xffff
 // reserveForControl is how many credits a data send leaves untouched.
 const reserveForControl = 1
 
-// reset starts a connection: the peer may use every buffer we posted, and
+// Reset starts a connection: the peer may use every buffer we posted, and
 // we every buffer it posted.
-func (w *creditWindow) reset(peerWindow, ourWindow int) {
-	*w = creditWindow{peerWindow: peerWindow, ourWindow: ourWindow, credits: peerWindow, peerHeld: ourWindow}
+func (w *Window) Reset(peerWindow, ourWindow int) {
+	*w = Window{peerWindow: peerWindow, ourWindow: ourWindow, credits: peerWindow, peerHeld: ourWindow}
 }
 
-// sendKind says whether a send carries data, which must leave the reserve
+// Hold sets the credits we hold, within the peer's window: a window met
+// mid-flow, as a test harness builds it.
+func (w *Window) Hold(credits int) { w.credits = min(credits, w.peerWindow) }
+
+// Kind says whether a send carries data, which must leave the reserve
 // alone, or is a control message (a credit return, FIN), which may use it.
-type sendKind bool
+type Kind bool
 
 const (
-	dataSend    sendKind = false
-	controlSend sendKind = true
+	Data    Kind = false
+	Control Kind = true
 )
 
-// canTake reports whether a send of kind k may go out now.
-func (w *creditWindow) canTake(k sendKind) bool {
-	if k == controlSend {
+// CanTake reports whether a send of kind k may go out now.
+func (w *Window) CanTake(k Kind) bool {
+	if k == Control {
 		return w.credits >= 1
 	}
 	return w.credits >= 1+reserveForControl
 }
 
-// take spends a credit on a send and returns the credits owed to the peer
+// Take spends a credit on a send and returns the credits owed to the peer
 // that its header carries back. ok is false, and nothing changes, when the
 // window does not allow the send.
-func (w *creditWindow) take(k sendKind) (give uint16, ok bool) {
-	if !w.canTake(k) {
+func (w *Window) Take(k Kind) (give uint16, ok bool) {
+	if !w.CanTake(k) {
 		return 0, false
 	}
 	g := min(w.owed, maxGive)
@@ -71,40 +80,40 @@ func (w *creditWindow) take(k sendKind) (give uint16, ok bool) {
 	return uint16(g), true
 }
 
-// undo takes back a send that take allowed but that was not posted (a full
+// Undo takes back a send that take allowed but that was not posted (a full
 // queue): its credit and what it was to give back.
-func (w *creditWindow) undo(give uint16) {
+func (w *Window) Undo(give uint16) {
 	w.owed += int(give) // quiet or not, it is owed again: at worst one message more
 	w.peerHeld -= int(give)
 	w.credits++
 }
 
-// used records that the peer's send consumed one of our buffers.
-func (w *creditWindow) used() { w.peerHeld-- }
+// Used records that the peer's send consumed one of our buffers.
+func (w *Window) Used() { w.peerHeld-- }
 
-// give adds credits the peer returned in a header. More than its window is
+// Give adds credits the peer returned in a header. More than its window is
 // a protocol violation.
-func (w *creditWindow) give(n uint16) error {
+func (w *Window) Give(n uint16) error {
 	if w.credits+int(n) > w.peerWindow {
-		return fmt.Errorf("%w: peer returned %d credits for a window of %d", ErrProtocol, w.credits+int(n), w.peerWindow)
+		return fmt.Errorf("%w: peer returned %d credits for a window of %d", wire.ErrProtocol, w.credits+int(n), w.peerWindow)
 	}
 	w.credits += int(n)
 	return nil
 }
 
-// owe records n of our buffers posted again: credits the peer gets back
+// Owe records n of our buffers posted again: credits the peer gets back
 // with our next send.
-func (w *creditWindow) owe(n int) { w.owed += n }
+func (w *Window) Owe(n int) { w.owed += n }
 
-// owing reports whether we hold credits the peer has not been given.
-func (w *creditWindow) owing() bool { return w.owed > 0 }
+// Owing reports whether we hold credits the peer has not been given.
+func (w *Window) Owing() bool { return w.owed > 0 }
 
-// quietly records that the peer's explicit credit return used one of our
+// Quietly records that the peer's explicit credit return used one of our
 // buffers: on its own, that buffer's credit waits for a header that goes
-// anyway (see returnable).
-func (w *creditWindow) quietly() { w.quiet++ }
+// anyway (see Returnable).
+func (w *Window) Quietly() { w.quiet++ }
 
-// returnable reports whether an explicit credit message is due: enough is
+// Returnable reports whether an explicit credit message is due: enough is
 // owed to be worth a message of its own (half our window), or the peer is
 // about to stall for want of it, and a credit is there to send it with.
 //
@@ -117,11 +126,11 @@ func (w *creditWindow) quietly() { w.quiet++ }
 // peer then has one, and does not answer); with anything else owed, or
 // two credits at least (the exchange then shrinks what is owed), it is
 // returned as usual. Otherwise it rides on the next header that goes.
-func (w *creditWindow) returnable() bool {
-	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.peerStarved()) && w.canTake(controlSend) &&
+func (w *Window) Returnable() bool {
+	return w.owed > 0 && (w.owed >= w.ourWindow/2 || w.PeerStarved()) && w.CanTake(Control) &&
 		(w.owed > w.quiet || w.owed >= 2 || w.peerHeld == 0 && w.credits >= 2)
 }
 
-// peerStarved reports whether the peer is down to its reserve: it can send
+// PeerStarved reports whether the peer is down to its reserve: it can send
 // no data until we return credit.
-func (w *creditWindow) peerStarved() bool { return w.peerHeld < 1+reserveForControl }
+func (w *Window) PeerStarved() bool { return w.peerHeld < 1+reserveForControl }

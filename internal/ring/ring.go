@@ -1,12 +1,14 @@
-package netio
+// Package ring is the lock-free hand-over of buffer indices between the
+// reactor and one user goroutine.
+package ring
 
 import "sync/atomic"
 
-// spscRing is a single-producer, single-consumer ring of buffer indices:
+// SPSC is a single-producer, single-consumer ring of buffer indices:
 // how the reactor hands received buffers to the reading goroutine and how
 // that goroutine hands them back. One atomic store publishes an entry; no
 // lock is taken on either side.
-type spscRing struct {
+type SPSC struct {
 	head  atomic.Uint64 // next index the producer writes; written by the producer only
 	_     [56]byte      // keep the consumer's counter off the producer's cache line
 	tail  atomic.Uint64 // next index the consumer reads; written by the consumer only
@@ -15,16 +17,17 @@ type spscRing struct {
 	slots []uint32
 }
 
-func newSPSCRing(capacity int) *spscRing {
+// New returns a ring of at least capacity entries (a power of two).
+func New(capacity int) *SPSC {
 	n := 1
 	for n < capacity {
 		n <<= 1
 	}
-	return &spscRing{mask: uint64(n - 1), slots: make([]uint32, n)}
+	return &SPSC{mask: uint64(n - 1), slots: make([]uint32, n)}
 }
 
-// push appends v; it reports false when the ring is full.
-func (r *spscRing) push(v uint32) bool {
+// Push appends v; it reports false when the ring is full.
+func (r *SPSC) Push(v uint32) bool {
 	h := r.head.Load()
 	if h-r.tail.Load() > r.mask {
 		return false
@@ -34,8 +37,8 @@ func (r *spscRing) push(v uint32) bool {
 	return true
 }
 
-// peek returns the oldest entry without removing it.
-func (r *spscRing) peek() (uint32, bool) {
+// Peek returns the oldest entry without removing it.
+func (r *SPSC) Peek() (uint32, bool) {
 	t := r.tail.Load()
 	if t == r.head.Load() {
 		return 0, false
@@ -43,8 +46,8 @@ func (r *spscRing) peek() (uint32, bool) {
 	return r.slots[t&r.mask], true
 }
 
-// pop removes the oldest entry.
-func (r *spscRing) pop() (uint32, bool) {
+// Pop removes the oldest entry.
+func (r *SPSC) Pop() (uint32, bool) {
 	t := r.tail.Load()
 	if t == r.head.Load() {
 		return 0, false
@@ -54,5 +57,5 @@ func (r *spscRing) pop() (uint32, bool) {
 	return v, true
 }
 
-// len is the number of entries; exact for the consumer, a lower bound for others.
-func (r *spscRing) len() int { return int(r.head.Load() - r.tail.Load()) }
+// Len is the number of entries; exact for the consumer, a lower bound for others.
+func (r *SPSC) Len() int { return int(r.head.Load() - r.tail.Load()) }

@@ -1,11 +1,13 @@
-package netio
+// Package sendgate decides who may touch a connection's send buffers: one
+// writing goroutine at a time, or the reactor sealing a page.
+package sendgate
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// sendGate is who may touch a connection's send buffers: one writing
+// Gate is who may touch a connection's send buffers: one writing
 // goroutine at a time (Write, Flush, Close), or the reactor when it seals a
 // page that a writer left open (after FlushInterval, or when the writer
 // paused). It is an atomic state word, the way internal/poll's fdMutex is,
@@ -29,7 +31,7 @@ import (
 //
 // Uncontended, a writer pays one CAS and one atomic AND per call, as for a
 // sync.Mutex; the reactor's failed CAS costs the writer nothing.
-type sendGate struct {
+type Gate struct {
 	state   atomic.Int32
 	waiters atomic.Int32  // writers parked on free
 	queue   sync.Mutex    // writers that found the gate taken, one waits at a time
@@ -48,12 +50,12 @@ const (
 	gateStopped  = 8 // closed, ended, shut or broken: for good
 )
 
-func newSendGate() sendGate { return sendGate{free: make(chan struct{}, 1)} }
+func New() Gate { return Gate{free: make(chan struct{}, 1)} }
 
-// lock is a writer entering; it waits while anyone is inside. It reports
+// Lock is a writer entering; it waits while anyone is inside. It reports
 // whether no flag was set: then nothing but a message's size can stop the
 // write (unhindered need not be asked).
-func (g *sendGate) lock() bool {
+func (g *Gate) Lock() bool {
 	if g.state.CompareAndSwap(gateFree, gateWriter) {
 		return true
 	}
@@ -62,7 +64,7 @@ func (g *sendGate) lock() bool {
 }
 
 // lockSlow is lock when the gate is taken or flagged.
-func (g *sendGate) lockSlow() {
+func (g *Gate) lockSlow() {
 	if g.enter(gateWriter) {
 		return
 	}
@@ -75,10 +77,10 @@ func (g *sendGate) lockSlow() {
 	g.queue.Unlock()
 }
 
-// lockUntil is lock that gives up when done is closed (nil: never),
+// LockUntil is lock that gives up when done is closed (nil: never),
 // reporting whether it got in. A publisher waits so for a subscriber's
 // gate, which another tag's publish may hold across a wait for room.
-func (g *sendGate) lockUntil(done <-chan struct{}) bool {
+func (g *Gate) LockUntil(done <-chan struct{}) bool {
 	if g.enter(gateWriter) {
 		return true
 	}
@@ -102,7 +104,7 @@ func (g *sendGate) lockUntil(done <-chan struct{}) bool {
 // whatever the flags. A waiter counts itself before it looks, so no
 // wake-up is lost: either it sees the gate open, or the unlock that opens
 // it comes after its look and sees it waiting.
-func (g *sendGate) enter(who int32) bool {
+func (g *Gate) enter(who int32) bool {
 	for {
 		s := g.state.Load()
 		if s&gateInside != 0 {
@@ -114,15 +116,22 @@ func (g *sendGate) enter(who int32) bool {
 	}
 }
 
-// tryLock is a writer entering only if nobody is inside.
-func (g *sendGate) tryLock() bool { return g.enter(gateWriter) }
+// TryLock is a writer entering only if nobody is inside.
+func (g *Gate) TryLock() bool { return g.enter(gateWriter) }
 
-// tryReactor is the reactor entering only if nobody is inside.
-func (g *sendGate) tryReactor() bool { return g.enter(gateReactor) }
+// LockFree enters a gate that is free with no flag set, in one
+// compare-and-swap, or reports false: a caller's fast path, before tryLock.
+func (g *Gate) LockFree() bool { return g.state.CompareAndSwap(gateFree, gateWriter) }
 
-// unlock lets the next one in. The atomic AND comes before the look at
+// Occupied reports whether a writer or the reactor is inside.
+func (g *Gate) Occupied() bool { return g.state.Load()&gateInside != 0 }
+
+// TryReactor is the reactor entering only if nobody is inside.
+func (g *Gate) TryReactor() bool { return g.enter(gateReactor) }
+
+// Unlock lets the next one in. The atomic AND comes before the look at
 // waiters (see enter).
-func (g *sendGate) unlock() {
+func (g *Gate) Unlock() {
 	g.state.And(^int32(gateInside))
 	if g.waiters.Load() > 0 {
 		select {
@@ -132,13 +141,13 @@ func (g *sendGate) unlock() {
 	}
 }
 
-// stop flags the gate for good: the connection is closed, ended, shut for
+// Stop flags the gate for good: the connection is closed, ended, shut for
 // writing or broken, and every later writer looks. Any goroutine.
-func (g *sendGate) stop() { g.state.Or(gateStopped) }
+func (g *Gate) Stop() { g.state.Or(gateStopped) }
 
-// setDeadline stores the write deadline t (Unix ns, 0 for none) in d and
+// SetDeadline stores the write deadline t (Unix ns, 0 for none) in d and
 // flags the gate while one is set. Any goroutine.
-func (g *sendGate) setDeadline(d *atomic.Int64, t int64) {
+func (g *Gate) SetDeadline(d *atomic.Int64, t int64) {
 	g.dlMu.Lock()
 	d.Store(t)
 	if t != 0 {
