@@ -231,7 +231,7 @@ func (a *acceptor) screen(data []byte) (wire.Hello, []byte) {
 		return h, rejectData
 	}
 	// The key first, before anything else about the peer is looked at,
-	// let alone an endpoint made for it (admission.go).
+	// let alone an endpoint made for it (internal/admit).
 	if h.Auth, err = a.auth.Check(data, time.Now()); err != nil {
 		return h, rejectAuthData
 	}

@@ -90,7 +90,7 @@ type linkConfig struct {
 	txBufSize  int  // bytes each at most
 	maxMessage int
 	linger     time.Duration
-	key        []byte // Config.Key: the handshake proves it (admission.go)
+	key        []byte // Config.Key: the handshake proves it (internal/admit)
 	beat       beatConfig
 }
 
