@@ -31,5 +31,5 @@ func ReaderParks() uint64 {
 const ProtocolLevel = wire.ProtocolLevel
 
 // Lends reports whether a Write of n bytes on c goes from the caller's
-// memory (lent.go).
+// memory (send_from_slice.go).
 func Lends(c *Conn, n int) bool { return c.send.lends(n) }

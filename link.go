@@ -48,7 +48,7 @@ type link struct {
 	txCompleted []bool           // per send buffer: completed out of order
 	rxReclaim   []uint32         // receive buffers to post again without a reader
 	gives       []uint16         // credits carried by each send of the batch being posted
-	pinned      []runtime.Pinner // writers' slices a failed link's provider may point at (lent.go)
+	pinned      []runtime.Pinner // writers' slices a failed link's provider may point at (send_from_slice.go)
 	rxNotify    bool             // data arrived in this poll: wake the reader after it
 	postLater   bool             // a poll left service to the engine (slice.go)
 	finSent     bool
@@ -137,7 +137,7 @@ type linkSizes struct {
 	msgMax     int    // largest buffer the provider carries
 	inject     int    // sends of at most this many bytes go with fi_inject
 	softCopy   bool   // the provider copies data in software (slice.go)
-	lend       bool   // large payloads may go from the writer's memory (lent.go)
+	lend       bool   // large payloads may go from the writer's memory (send_from_slice.go)
 }
 
 // linkResources are the libfabric objects a link holds.

@@ -169,7 +169,7 @@ func (l *link) releaseResources() {
 		res.ep.Close()
 		res.ep = nil
 	}
-	l.unpinAll() // no provider points at a writer's slice now (lent.go)
+	l.unpinAll() // no provider points at a writer's slice now (send_from_slice.go)
 	if res.cq != nil {
 		for i := 0; i < 16; i++ {
 			n, err := res.cq.Read(e.cqBuf[:])

@@ -94,7 +94,7 @@ func (l *link) service() {
 
 // gatherData takes the published send buffers that the window and the
 // slice allow, in order, into segs, up to the first whose payload lies in
-// the writer's memory (lent.go): that one goes alone, with its tail.
+// the writer's memory (send_from_slice.go): that one goes alone, with its tail.
 func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 	head := l.tx.head.Load()
 	slots := uint64(l.tx.slots)
@@ -134,7 +134,7 @@ func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 
 // stallLent tells the writer of a lent buffer that it waits for credit
 // (or for the slice): the writer copies it in and returns, as a Write
-// that copies would have (lent.go).
+// that copies would have (send_from_slice.go).
 func (l *link) stallLent(lent *atomic.Uint32, st uint32) {
 	if st == lentWaiting && lent.CompareAndSwap(lentWaiting, lentStalled) {
 		l.notify(&l.tx.waiting, l.tx.wake)

@@ -42,11 +42,8 @@ func (l *link) openEndpoint(info *ofi.Info) (err error) {
 	l.sizes.msgMax = maxBufferSize
 	l.sizes.softCopy = copiesInSoftware(info.Provider())
 	// A send this small goes with fi_inject: no completion, which on tcp
-	// saves a write and a read of the queue's wait socketpair per send, 4
-	// of a 64 B round trip's 18 system calls (BenchmarkRoundTripInterleaved,
-	// 5 runs alternated with the binary before, 2026-11-23: netio/tcp 4.46x
-	// -> 3.95x, OnMessage 3.14x -> 2.71x; cross-process make compare
-	// rtt-netio, 4 runs: 146 -> 119 µs against Go TCP's 30-37).
+	// saves 4 of a 64 B round trip's 18 system calls
+	// (docs/decisions/2026-11-23-inject.md).
 	l.sizes.inject = min(info.InjectSize(), maxInject)
 	l.sizes.lend = !info.NeedsRegistration() && info.SendIOVLimit() >= 2
 	if m := info.MaxMsgSize(); m >= minBufferSize && m < maxBufferSize {

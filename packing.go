@@ -15,12 +15,9 @@ import "sync/atomic"
 //     post the buffer (nothing sealed waits and a credit is free): then it
 //     seals it (sealOpen) and posts everything queued as one fabric send.
 //
-// So each fi_send (5-7 µs on tcp here) carries what was written while the
-// previous one was going out, and a stream of small messages costs a send
-// per batch rather than per message: 64 B, cross-process (make compare's
-// netio row, 4 runs each, binaries alternated on a loaded 2-core VM,
-// 2026-11-23), 29-45k msg/s before, 3.2-9.1M after, against Go TCP's
-// 107-182k in the same runs; the lone round trip did not get slower.
+// So each fi_send carries what was written while the previous one was
+// going out, and a stream of small messages costs a send per batch rather
+// than per message (docs/decisions/2026-11-23-packing.md).
 //
 // The reactor never waits for a writer: it enters the send gate with one
 // CAS, and when a writer is inside it leaves want set instead, which the

@@ -22,7 +22,7 @@ type sendQueue struct {
 	slots   int      // buffers
 	lens    []uint32 // bytes to send per buffer: written before head moves past it
 	// tails are, per buffer, nil or the last bytes of its lens that lie in
-	// the writer's memory instead of the buffer (lent.go); written with lens.
+	// the writer's memory instead of the buffer (send_from_slice.go); written with lens.
 	tails   [][]byte
 	lent    []atomic.Uint32 // per buffer, who has its tail: lentNone, lentWaiting, ...
 	head    atomic.Uint64
@@ -53,7 +53,7 @@ type recvQueue struct {
 	ready   *ring.SPSC // reactor to reader
 	free    *ring.SPSC // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
-	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (lending.go)
+	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (message_loans.go)
 	lending lending        // which Messages are out, to catch a second Release
 	kickAt  int            // free buffers that make it worth waking the reactor
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once

@@ -31,7 +31,7 @@ type receiver struct {
 	slot   int         // receive buffer being read; -1 if none
 	pos    page.Cursor // position in the messages of slot
 	lent   int32       // Messages handed out from slot on this visit
-	gen    uint32      // slot's generation, once Messages are lent (lending.go)
+	gen    uint32      // slot's generation, once Messages are lent (message_loans.go)
 	msgs   uint64      // messages read
 	bytes  uint64      // their bytes
 	failed error       // what the peer sent did not decode
@@ -130,9 +130,8 @@ func (r *receiver) messageLen() (int, error) {
 // stands in with no deadline or Close to look at, takes no lock: one CAS
 // claims it (fastRead). The Message is built in place, not returned by a
 // helper: through a helper returning (Message, bool) the 80-byte Message
-// was copied twice more, and the copies, stored field by field and loaded
-// 16 bytes at a time, stalled on store forwarding (perf annotate: half of
-// the helper's 19 ns per message).
+// was copied twice more, and the copies stalled on store forwarding
+// (docs/decisions/2026-11-next-message-in-place.md).
 func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 	f := &r.fast
 	for r.deadline.Load() == 0 && !r.closed.Load() {

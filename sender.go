@@ -39,7 +39,7 @@ type sender struct {
 	msgs    uint64        // messages written
 	bytes   uint64        // their bytes
 	maxSend int           // set once at connect
-	lend    bool          // large messages go from the caller's memory (lent.go); set at connect
+	lend    bool          // large messages go from the caller's memory (send_from_slice.go); set at connect
 	// appendMax is the largest message the fast paths append: maxSend,
 	// or below lendMin when large ones are lent. Set at connect.
 	appendMax int

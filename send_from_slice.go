@@ -25,16 +25,9 @@ import (
 // (takeBack), so Write never waits for the peer's reader longer than a
 // copying Write would.
 //
-// Why: in one process, where one reactor makes both ends' socket calls
-// and the writer's copy competes with it for the CPUs, a 1 MiB stream
-// (BenchmarkStream/1MiB/netio, 3 runs alternated, 2026-11-23) went from
-// 1.76-1.92 GB/s to 3.86-4.30 GB/s, net.TCPConn's 3.17-3.39 in the same
-// runs. Across processes (make compare, 1 MiB, 3 pairs alternated) it
-// changed nothing measurable, LowLatency 14.2-17.6 against 14.8-15.7
-// Gbit/s: there the receiver sets the pace. HighThroughput keeps copying:
-// its Write is meant to return at once while pages fill and go, and
-// lending pages was no faster in either setting (across processes 17.3,
-// 20.2, 22.9 against 20.4, 22.7, 23.8 Gbit/s copying).
+// Why: in one process the writer's copy competes with the reactor for the
+// CPUs, and sending from the slice doubled a 1 MiB stream; HighThroughput
+// keeps copying, as it was no faster there (docs/decisions/2026-11-23-send-from-slice.md).
 //
 // Only where the provider needs no registration of local memory
 // (FI_MR_LOCAL unset, as on tcp) and gathers two pieces per send; on verbs
