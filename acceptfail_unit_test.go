@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -16,8 +17,8 @@ func TestRejectDataFor(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("%w: 8 MiB more", ErrMemoryLimit), rejectLimitMarker},
-		{&ofi.Error{Op: "fi_endpoint", Err: syscall.EMFILE}, rejectLimitMarker},
+		{fmt.Errorf("%w: 8 MiB more", ErrMemoryLimit), wire.RejectLimitMarker},
+		{&ofi.Error{Op: "fi_endpoint", Err: syscall.EMFILE}, wire.RejectLimitMarker},
 		{&ofi.Error{Op: "fi_fabric", Err: ofi.EINVAL}, rejectFailedMarker},
 	} {
 		if got := string(rejectDataFor(c.err)); got != c.want {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -22,9 +24,9 @@ type acceptor struct {
 	network string
 	addr    Addr
 	mode    Mode
-	anyMode bool // peers may use either mode (a publisher's subscribers)
-	role    role // what the peers must be
-	auth    admission
+	anyMode bool      // peers may use either mode (a publisher's subscribers)
+	role    wire.Role // what the peers must be
+	auth    admit.Checker
 	owner   acceptorOwner
 	stats   acceptStats
 	logger  *slog.Logger // Config.Logger
@@ -131,26 +133,26 @@ type acceptorOwner interface {
 	// limits allow: it accepts it (through acceptor.accept, which rejects
 	// it itself if the link cannot be made) and returns nil, or returns
 	// the data to reject it with.
-	admit(req *ofi.Info, h hello) (reject []byte)
+	admit(req *ofi.Info, h wire.Hello) (reject []byte)
 }
 
 var (
-	rejectData      = []byte(rejectMarker)
-	rejectModeData  = []byte(rejectModeMarker)
-	rejectRoleData  = []byte(rejectRoleMarker)
-	rejectLimitData = []byte(rejectLimitMarker)
+	rejectData      = []byte(wire.RejectMarker)
+	rejectModeData  = []byte(wire.RejectModeMarker)
+	rejectRoleData  = []byte(wire.RejectRoleMarker)
+	rejectLimitData = []byte(wire.RejectLimitMarker)
 )
 
 // listen resolves address and opens the passive endpoint; Listen's and
 // ListenPublisher's common part. The engine reference it takes is the
 // owner's, given back by close.
-func listen(op, network, address string, opts []Option, r role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
+func listen(op, network, address string, opts []Option, r wire.Role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
 	return listenContext(context.Background(), op, network, address, opts, r, owner)
 }
 
 // listenContext is listen that fails at once when ctx has ended, and
 // bounds the host lookup that explains a failed resolution by ctx.
-func listenContext(ctx context.Context, op, network, address string, opts []Option, r role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
+func listenContext(ctx context.Context, op, network, address string, opts []Option, r wire.Role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
 	a, err := parseArgs(op, network, address, "0.0.0.0", opts)
 	if err != nil {
 		return nil, Config{}, err
@@ -180,7 +182,7 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		return nil, cfg, opErr(err)
 	}
 	ac := &acceptor{eng: eng, cm: cm, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
-		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{}), logger: cfg.Logger}
+		auth: admit.Checker{Key: cfg.Key, Seen: replays}, done: make(chan struct{}), logger: cfg.Logger}
 	ac.owner = owner(ac, cfg)
 	var startErr error
 	if err := eng.r.Call(func() { startErr = ac.start(info) }); err != nil {
@@ -228,27 +230,27 @@ func (a *acceptor) start(info *ofi.Info) (err error) {
 // screen checks a connection request's private data, which anyone may
 // send: it returns the data to reject the request with, or nil for a hello
 // its owner may admit. FuzzHello holds it to that.
-func (a *acceptor) screen(data []byte) (hello, []byte) {
-	h, err := parseHello(data)
+func (a *acceptor) screen(data []byte) (wire.Hello, []byte) {
+	h, err := wire.ParseHello(data)
 	if err != nil || a.closed.Load() {
 		return h, rejectData
 	}
 	// The key first, before anything else about the peer is looked at,
-	// let alone an endpoint made for it (admission.go).
-	if h.auth, err = a.auth.check(data, time.Now()); err != nil {
+	// let alone an endpoint made for it (internal/admit).
+	if h.Auth, err = a.auth.Check(data, time.Now()); err != nil {
 		return h, rejectAuthData
 	}
 	switch {
-	case h.mode != a.mode && !a.anyMode:
+	case Mode(h.Mode) != a.mode && !a.anyMode:
 		return h, rejectModeData
-	case h.role != a.role:
+	case h.Role != a.role:
 		return h, rejectRoleData
 	}
 	return h, nil
 }
 
 // admit applies the acceptor's own limit, then its owner's.
-func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
+func (a *acceptor) admit(req *ofi.Info, h wire.Hello) []byte {
 	if a.stats.conns.Load() >= int64(a.maxConns) {
 		a.stats.rejectedFull.Add(1)
 		logRejected(a.logger, a.network, a.addr, "connection limit reached")
@@ -260,8 +262,8 @@ func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
 // affords reports whether the process's registered-memory budget has room
 // for a link of lc to the peer of h, and counts the request as rejected if
 // not. Checked before anything is made for the peer.
-func (a *acceptor) affords(lc *linkConfig, h hello) bool {
-	if affordable(lc.registers(h)) {
+func (a *acceptor) affords(lc *linkConfig, h wire.Hello) bool {
+	if registered.Affordable(lc.registers(h)) {
 		return true
 	}
 	a.stats.rejectedMemory.Add(1)
@@ -274,7 +276,7 @@ func (a *acceptor) affords(lc *linkConfig, h hello) bool {
 // req: accepted, or rejected if the link could not be made. The link's
 // set-up is then bounded by the acceptor's timeout, and it counts among
 // the acceptor's connections until its owner reports it released.
-func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link, error)) (*link, error) {
+func (a *acceptor) accept(req *ofi.Info, h wire.Hello, open func(eng *engine) (*link, error)) (*link, error) {
 	eng := a.eng
 	eng.ref() // the link's own, as it may outlive the acceptor
 	l, err := open(eng)

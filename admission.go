@@ -1,82 +1,21 @@
 package netio
 
 import (
-	"container/heap"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
+
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/wire"
 )
 
-// Admission with a pre-shared key (Config.Key). A peer that the listener
-// lets in gets its data parsed by the libfabric provider, and libfabric
-// 1.17's tcp provider crashes the whole process on some forged headers
-// (see ofi/guard.go: an acknowledgement header with no send awaiting one).
-// No receive or send netio could post prevents that, so the only defence
-// is to keep such a peer out before the provider reads a single data byte
-// of its connection: the key is checked in the connection request's
-// private data, on the reactor, before the acceptor makes any endpoint or
-// posts any buffer for it.
-//
-// A keyed hello carries flagKeyed in byte 7 (zero in every hello before
-// keys, so a keyless hello is exactly what it was and the protocol level
-// stays 1) and an authenticator after the 24 bytes of the hello:
-//
-//	request (52 bytes): hello[0:24] | time[24:32] | nonce[32:36] | mac[36:52]
-//	accept  (40 bytes): hello[0:24] | mac[24:40]
-//
-// time is the dialer's clock in Unix nanoseconds, nonce 4 random bytes,
-// and each mac the first 16 bytes of an HMAC-SHA256 under the key:
-//
-//	request mac = HMAC(key, "NTIO-REQ" | request[0:36])
-//	accept  mac = HMAC(key, "NTIO-ACC" | accept[0:24] | request[24:52])
-//
-// Both fit the 55 bytes of private data verbs carries. The labels keep a
-// request's mac from passing as an accept's. The accept's mac binds the
-// listener's answer to this very request (its time, nonce and mac), so a
-// recorded accept proves nothing to a later dial, and only a holder of the
-// key can answer: the dialer checks it before its link reads anything the
-// listener sent (link.onConnected, link.watchCQ).
-//
-// The listener rejects a request whose time is more than authWindow from
-// its own clock, and one it has already seen in that window (replays): a
-// recorded request cannot be used again. Hosts therefore need clocks
-// within authWindow of each other.
+// Admission with a pre-shared key (Config.Key): internal/admit seals and
+// checks connection requests and accepts; here are the key's option and
+// the errors a dialer sees.
 const (
-	flagKeyed = 1 // byte 7 of a hello: an authenticator follows
-
 	minKeySize = 16
 	maxKeySize = 64
-
-	// authWindow is how far a request's time may be from the listener's
-	// clock, either way: long enough for loosely synchronised hosts and a
-	// slow set-up, short enough that the replay record stays small.
-	authWindow   = 30 * time.Second
-	authTimeSize = 8
-	authNonce    = 4
-	authMACSize  = 16
-	// authTrailer is what follows the hello in a keyed request.
-	authTrailer = authTimeSize + authNonce + authMACSize
-	authReqSize = helloSize + authTrailer
-	authAccSize = helloSize + authMACSize
 )
 
-// rejectAuthMarker rejects a request that failed admission: no key where
-// the listener has one, a key where it has none, a wrong key, a stale
-// time, a replay. The dialer is not told which, as a guessing peer should
-// learn nothing; its error says what it can check.
-const rejectAuthMarker = "NTIO-REJECT-AUTH"
-
-var rejectAuthData = []byte(rejectAuthMarker)
-
-var (
-	labelRequest = []byte("NTIO-REQ")
-	labelAccept  = []byte("NTIO-ACC")
-)
+var rejectAuthData = []byte(wire.RejectAuthMarker)
 
 // checkKey checks Config.Key: none, or 16 to 64 bytes.
 func checkKey(key []byte) error {
@@ -95,47 +34,6 @@ func WithKey(key []byte) Option {
 		}
 		return checkKey(key)
 	}
-}
-
-// authMAC is the truncated HMAC of label and parts under key.
-func authMAC(key, label []byte, parts ...[]byte) [authMACSize]byte {
-	m := hmac.New(sha256.New, key)
-	m.Write(label)
-	for _, p := range parts {
-		m.Write(p)
-	}
-	var out [authMACSize]byte
-	copy(out[:], m.Sum(nil))
-	return out
-}
-
-// sealRequest is the private data of a connection request: h, and with a
-// key its authenticator at now. auth is the trailer the accept must be
-// bound to.
-func sealRequest(key []byte, h hello, now time.Time) (data []byte, auth [authTrailer]byte) {
-	if len(key) == 0 {
-		return h.marshal(), auth
-	}
-	h.flags |= flagKeyed
-	data = append(h.marshal(), make([]byte, authTrailer)...)
-	binary.LittleEndian.PutUint64(data[helloSize:], uint64(now.UnixNano()))
-	rand.Read(data[helloSize+authTimeSize : helloSize+authTimeSize+authNonce])
-	mac := authMAC(key, labelRequest, data[:authReqSize-authMACSize])
-	copy(data[authReqSize-authMACSize:], mac[:])
-	copy(auth[:], data[helloSize:])
-	return data, auth
-}
-
-// sealAccept is the private data of the accept answering a request whose
-// trailer is reqAuth: h, and with a key the proof that this side holds it.
-func sealAccept(key []byte, h hello, reqAuth [authTrailer]byte) []byte {
-	if len(key) == 0 {
-		return h.marshal()
-	}
-	h.flags |= flagKeyed
-	data := h.marshal()
-	mac := authMAC(key, labelAccept, data, reqAuth[:])
-	return append(data, mac[:]...)
 }
 
 // authError is a dial's failed admission: the listener turned this side
@@ -162,137 +60,22 @@ func errAuth(key []byte) error {
 	if len(key) == 0 {
 		return &authError{reason: "the listener requires a key and this side has none: drop Insecure here, or set it on the listener too"}
 	}
-	return &authError{reason: fmt.Sprintf("the listener does not take this side's key: the keys differ (give both sides the same key file), or the listener has no key (Insecure), or the clocks are more than %v apart", authWindow)}
+	return &authError{reason: fmt.Sprintf("the listener does not take this side's key: the keys differ (give both sides the same key file), or the listener has no key (Insecure), or the clocks are more than %v apart", admit.Window)}
 }
 
 // openAccept checks, with a key, the listener's proof in the accept data,
-// for the request whose trailer was reqAuth. Without a key there is
-// nothing to check: an insecure dialer trusts whoever answers.
-func openAccept(key, data []byte, reqAuth [authTrailer]byte) error {
-	if len(key) == 0 {
-		return nil
-	}
-	if len(data) < authAccSize || data[7]&flagKeyed == 0 {
-		return &authError{reason: "the listener did not prove it holds the key"}
-	}
-	want := authMAC(key, labelAccept, data[:helloSize], reqAuth[:])
-	if !hmac.Equal(want[:], data[helloSize:authAccSize]) {
-		return &authError{reason: "the listener's proof of the key is wrong: it holds another key"}
+// for the request whose trailer was reqAuth (admit.OpenAccept).
+func openAccept(key, data []byte, reqAuth [wire.AuthTrailer]byte) error {
+	if err := admit.OpenAccept(key, data, reqAuth); err != nil {
+		return &authError{reason: err.Error()}
 	}
 	return nil
 }
 
-// admission is an acceptor's check of requests against its key.
-type admission struct {
-	key  []byte // nil: keyless peers only
-	seen *replayCache
-}
-
-var errAdmission = errors.New("netio: request failed admission")
-
-// check admits the request data at now, or returns an error (only for
-// tests and logs: the peer is told nothing more than rejectAuthMarker).
-// It returns the request's trailer, for the accept to be bound to.
-func (a *admission) check(data []byte, now time.Time) (auth [authTrailer]byte, err error) {
-	keyed := len(data) >= helloSize && data[7]&flagKeyed != 0
-	if len(a.key) == 0 {
-		if keyed {
-			// A dialer with a key wants a listener that proves it holds
-			// it; this one cannot, so it says no now rather than
-			// accept a connection the dialer would drop.
-			return auth, fmt.Errorf("%w: key sent to a listener without one", errAdmission)
-		}
-		return auth, nil
-	}
-	if !keyed || len(data) < authReqSize {
-		return auth, fmt.Errorf("%w: no key", errAdmission)
-	}
-	want := authMAC(a.key, labelRequest, data[:authReqSize-authMACSize])
-	mac := data[authReqSize-authMACSize : authReqSize]
-	if !hmac.Equal(want[:], mac) {
-		return auth, fmt.Errorf("%w: wrong key", errAdmission)
-	}
-	t := int64(binary.LittleEndian.Uint64(data[helloSize:]))
-	if d := now.UnixNano() - t; d > int64(authWindow) || d < -int64(authWindow) {
-		return auth, fmt.Errorf("%w: request time %v from this clock", errAdmission, time.Duration(d))
-	}
-	if !a.seen.add([authMACSize]byte(mac), t, now.UnixNano()) {
-		return auth, fmt.Errorf("%w: replayed request", errAdmission)
-	}
-	copy(auth[:], data[helloSize:authReqSize])
-	return auth, nil
-}
-
 // replays is the process's record of the requests admitted within
-// authWindow, shared by all its listeners and publishers: a request sent
+// admit.Window, shared by all its listeners and publishers: a request sent
 // to one of them cannot be replayed to another of the same process. (One
 // recorded on its way to a different process that holds the same key can
-// be replayed there once, within authWindow: give each such process a key
+// be replayed there once, within admit.Window: give each such process a key
 // of its own where that matters.)
-var replays = newReplayCache(replayCacheSize)
-
-// replayCacheSize bounds the requests remembered. Only requests with a
-// valid mac are added, so only holders of the key can fill it; when more
-// than this many arrive within authWindow, the oldest is forgotten and
-// nothing as old is admitted any more (the floor), so a replay is never
-// let in, at worst a dialer whose clock lags the others is turned away.
-// 4,096 entries is a few hundred KiB at most, and 68 connections a second
-// sustained over the whole window.
-const replayCacheSize = 4096
-
-// replayCache remembers the macs of admitted requests with their times,
-// oldest first in a heap, for as long as they could pass the time check.
-type replayCache struct {
-	mu    sync.Mutex
-	limit int
-	macs  map[[authMACSize]byte]struct{}
-	byAge replayHeap
-	floor int64 // requests no later than this are refused: forgotten early
-}
-
-func newReplayCache(limit int) *replayCache {
-	return &replayCache{limit: limit, macs: map[[authMACSize]byte]struct{}{}, floor: -1 << 63}
-}
-
-// add records mac, of a request at time t (both Unix ns), at now, and
-// reports whether it is new.
-func (c *replayCache) add(mac [authMACSize]byte, t, now int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.byAge) > 0 && c.byAge[0].t < now-int64(authWindow) {
-		delete(c.macs, heap.Pop(&c.byAge).(replayEntry).mac)
-	}
-	if _, dup := c.macs[mac]; dup || t <= c.floor {
-		return false
-	}
-	if len(c.byAge) >= c.limit {
-		if t <= c.byAge[0].t {
-			return false // older than anything kept: it could not be told from a replay later
-		}
-		old := heap.Pop(&c.byAge).(replayEntry)
-		delete(c.macs, old.mac)
-		c.floor = max(c.floor, old.t)
-	}
-	c.macs[mac] = struct{}{}
-	heap.Push(&c.byAge, replayEntry{t: t, mac: mac})
-	return true
-}
-
-type replayEntry struct {
-	t   int64
-	mac [authMACSize]byte
-}
-
-// replayHeap is a min-heap of entries by time.
-type replayHeap []replayEntry
-
-func (h replayHeap) Len() int           { return len(h) }
-func (h replayHeap) Less(i, j int) bool { return h[i].t < h[j].t }
-func (h replayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *replayHeap) Push(x any)        { *h = append(*h, x.(replayEntry)) }
-func (h *replayHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
+var replays = admit.NewReplayCache(admit.ReplayCacheSize)

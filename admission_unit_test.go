@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The authenticator's encoding and checks, without libfabric.
@@ -14,192 +15,49 @@ import (
 var (
 	testKey   = bytes.Repeat([]byte{0x5a}, 32)
 	otherKey  = bytes.Repeat([]byte{0xa5}, 32)
-	testHello = hello{version: protocolLevel, mode: HighThroughput, role: roleConn, window: 8, bufferSize: 1 << 20, maxMessage: 64 << 20}
+	testHello = wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(HighThroughput), Role: wire.RoleConn, Window: 8, BufferSize: 1 << 20, MaxMessage: 64 << 20}
 	testNow   = time.Unix(1_700_000_000, 0)
 )
 
-func testGate(key []byte) *admission {
-	return &admission{key: key, seen: newReplayCache(replayCacheSize)}
-}
-
-func TestAuthRequestLayout(t *testing.T) {
-	data, auth := sealRequest(testKey, testHello, testNow)
-	if len(data) != authReqSize || len(data) > 55 {
-		t.Fatalf("keyed request of %d bytes, want %d (and at most the 55 of verbs)", len(data), authReqSize)
-	}
-	h, err := parseHello(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := testHello
-	want.flags = flagKeyed
-	if diff := cmp.Diff(want, h, cmp.AllowUnexported(hello{})); diff != "" {
-		t.Fatalf("hello of a keyed request (-want +got):\n%s", diff)
-	}
-	if !bytes.Equal(auth[:], data[helloSize:]) {
-		t.Fatalf("trailer %x, request ends with %x", auth, data[helloSize:])
-	}
-	// Without a key the request is the hello of before keys, byte for byte.
-	plain, _ := sealRequest(nil, testHello, testNow)
-	if !bytes.Equal(plain, testHello.marshal()) || len(plain) != helloSize || plain[7] != 0 {
-		t.Fatalf("keyless request %x, want the plain 24-byte hello %x", plain, testHello.marshal())
-	}
-	// Two requests at the same instant differ in their nonce.
-	again, _ := sealRequest(testKey, testHello, testNow)
-	if bytes.Equal(again, data) {
-		t.Fatal("two requests at the same time are identical: no nonce")
-	}
-}
-
-func TestAuthRequestCheck(t *testing.T) {
-	data, auth := sealRequest(testKey, testHello, testNow)
-	got, err := testGate(testKey).check(data, testNow)
-	if err != nil {
-		t.Fatalf("valid request: %v", err)
-	}
-	if got != auth {
-		t.Fatalf("check returned trailer %x, want %x", got, auth)
-	}
-
-	tampered := func(i int) []byte {
-		b := bytes.Clone(data)
-		b[i] ^= 1
-		return b
-	}
-	plain, _ := sealRequest(nil, testHello, testNow)
-	for _, c := range []struct {
-		name string
-		key  []byte // the listener's
-		data []byte
-		now  time.Time
-	}{
-		{"wrong key", otherKey, data, testNow},
-		{"no key sent", testKey, plain, testNow},
-		{"key sent to a keyless listener", nil, data, testNow},
-		{"mode changed", testKey, tampered(5), testNow},
-		{"window changed", testKey, tampered(8), testNow},
-		{"time changed", testKey, tampered(helloSize), testNow},
-		{"nonce changed", testKey, tampered(helloSize + authTimeSize), testNow},
-		{"mac changed", testKey, tampered(authReqSize - 1), testNow},
-		{"truncated", testKey, data[:authReqSize-1], testNow},
-		{"too old", testKey, data, testNow.Add(authWindow + time.Millisecond)},
-		{"from the future", testKey, data, testNow.Add(-authWindow - time.Millisecond)},
-	} {
-		if _, err := testGate(c.key).check(c.data, c.now); !errors.Is(err, errAdmission) {
-			t.Errorf("%s: check = %v, want a refusal", c.name, err)
-		}
-	}
-	for _, d := range []time.Duration{-authWindow, authWindow} {
-		if _, err := testGate(testKey).check(data, testNow.Add(d)); err != nil {
-			t.Errorf("request %v off the listener's clock: %v, want admitted", d, err)
-		}
-	}
-	if _, err := testGate(nil).check(plain, testNow); err != nil {
-		t.Errorf("keyless request to a keyless listener: %v", err)
-	}
-}
-
-func TestAuthReplay(t *testing.T) {
-	g := testGate(testKey)
-	data, _ := sealRequest(testKey, testHello, testNow)
-	if _, err := g.check(data, testNow); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.check(data, testNow.Add(time.Second)); !errors.Is(err, errAdmission) {
-		t.Fatalf("replayed request: %v, want a refusal", err)
-	}
-	// Another listener of the same process shares the record.
-	g2 := &admission{key: testKey, seen: g.seen}
-	if _, err := g2.check(data, testNow.Add(time.Second)); !errors.Is(err, errAdmission) {
-		t.Fatalf("request replayed to another listener: %v, want a refusal", err)
-	}
-	// A fresh request of the same dialer is fine.
-	fresh, _ := sealRequest(testKey, testHello, testNow.Add(time.Second))
-	if _, err := g.check(fresh, testNow.Add(time.Second)); err != nil {
-		t.Fatalf("fresh request: %v", err)
-	}
-}
-
-// The replay record stays bounded, and what it has to forget early is
-// refused rather than let in again.
-func TestReplayCacheBound(t *testing.T) {
-	const limit = 4
-	c := newReplayCache(limit)
-	now := testNow.UnixNano()
-	mac := func(i byte) [authMACSize]byte { return [authMACSize]byte{i} }
-	for i := byte(0); i < limit; i++ {
-		if !c.add(mac(i), now+int64(i), now) {
-			t.Fatalf("entry %d refused", i)
-		}
-	}
-	// Full: a newer one evicts the oldest, which can then not come back.
-	if !c.add(mac(10), now+10, now) {
-		t.Fatal("newer entry refused when full")
-	}
-	if len(c.byAge) != limit || len(c.macs) != limit {
-		t.Fatalf("%d entries (%d macs), limit %d", len(c.byAge), len(c.macs), limit)
-	}
-	if c.add(mac(0), now, now) {
-		t.Fatal("the evicted entry was let in again")
-	}
-	// Older than all kept when full: refused, nothing evicted.
-	if c.add(mac(20), now+1, now) {
-		t.Fatal("an entry older than all kept was taken when full")
-	}
-	for _, i := range []byte{1, 2, 3, 10} {
-		if c.add(mac(i), now+int64(i), now) {
-			t.Fatalf("entry %d let in twice", i)
-		}
-	}
-	// Once the window has passed they are all forgotten.
-	later := now + int64(authWindow) + 100
-	if !c.add(mac(30), later, later) {
-		t.Fatal("fresh entry refused after the window")
-	}
-	if len(c.byAge) != 1 || len(c.macs) != 1 {
-		t.Fatalf("%d entries after the window passed, want 1", len(c.byAge))
-	}
-}
-
 func TestAuthAccept(t *testing.T) {
-	_, auth := sealRequest(testKey, testHello, testNow)
+	_, auth := admit.SealRequest(testKey, testHello, testNow)
 	listener := testHello
-	listener.window = 16
-	acc := sealAccept(testKey, listener, auth)
-	if len(acc) != authAccSize || len(acc) > 55 {
-		t.Fatalf("keyed accept of %d bytes, want %d", len(acc), authAccSize)
+	listener.Window = 16
+	acc := admit.SealAccept(testKey, listener, auth)
+	if len(acc) != wire.AuthAcceptSize || len(acc) > 55 {
+		t.Fatalf("keyed accept of %d bytes, want %d", len(acc), wire.AuthAcceptSize)
 	}
 	if err := openAccept(testKey, acc, auth); err != nil {
 		t.Fatalf("valid accept: %v", err)
 	}
-	h, err := parseHello(acc)
-	if err != nil || h.window != 16 || h.flags != flagKeyed {
+	h, err := wire.ParseHello(acc)
+	if err != nil || h.Window != 16 || h.Flags != wire.FlagKeyed {
 		t.Fatalf("accept's hello %+v, %v", h, err)
 	}
-	_, otherAuth := sealRequest(testKey, testHello, testNow)
+	_, otherAuth := admit.SealRequest(testKey, testHello, testNow)
 	flipped := bytes.Clone(acc)
 	flipped[12] ^= 1
-	plain := sealAccept(nil, listener, auth)
+	plain := admit.SealAccept(nil, listener, auth)
 	keyed := listener
-	keyed.flags = flagKeyed
+	keyed.Flags = wire.FlagKeyed
 	for _, c := range []struct {
 		name string
 		key  []byte
 		data []byte
-		auth [authTrailer]byte
+		auth [wire.AuthTrailer]byte
 	}{
 		{"wrong key", otherKey, acc, auth},
 		{"another request's accept", testKey, acc, otherAuth},
 		{"changed hello", testKey, flipped, auth},
 		{"no proof", testKey, plain, auth},
-		{"truncated", testKey, acc[:authAccSize-1], auth},
-		{"request's mac as proof", testKey, append(keyed.marshal(), auth[authTimeSize+authNonce:]...), auth},
+		{"truncated", testKey, acc[:wire.AuthAcceptSize-1], auth},
+		{"request's mac as proof", testKey, append(keyed.Marshal(), auth[wire.AuthTimeSize+wire.AuthNonceSize:]...), auth},
 	} {
 		if err := openAccept(c.key, c.data, c.auth); !errors.Is(err, ErrRejected) {
 			t.Errorf("%s: %v, want ErrRejected", c.name, err)
 		}
 	}
-	if err := openAccept(nil, plain, [authTrailer]byte{}); err != nil {
+	if err := openAccept(nil, plain, [wire.AuthTrailer]byte{}); err != nil {
 		t.Errorf("keyless dialer: %v", err)
 	}
 }

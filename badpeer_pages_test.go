@@ -16,7 +16,7 @@ import (
 )
 
 // Bad input from the network against HighThroughput connections, from the
-// raw peer of rawpeer_test.go speaking the page format by hand (page.go):
+// raw peer of rawpeer_test.go speaking the page format by hand (internal/page):
 // a 16-byte header of kind 4 whose msgLen counts the bytes at the start of
 // the payload that continue the previous page's last message, then
 // records, each an 8-byte little-endian length and that many bytes.

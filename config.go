@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // Config configures a Listener or a connection. The zero value is ready to
@@ -314,9 +316,9 @@ const (
 // Each field's range is checked in one place: by its option, and again on
 // the final Config (which WithConfig may have filled) before it is used.
 const (
-	minBufferSize = 4 << 10
+	minBufferSize = wire.MinBufferSize
 	maxBufferSize = MaxBufferSize
-	minWindow     = 4
+	minWindow     = wire.MinWindow
 	maxWindow     = MaxWindow
 )
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 func TestOptionErrorsAreInvalidConfig(t *testing.T) {
@@ -47,5 +48,14 @@ func TestWithConfigComesFirst(t *testing.T) {
 		t.Fatal("a LowLatency Dial to a listener configured HighThroughput after WithConfig succeeded")
 	} else if !errors.Is(err, netio.ErrRejected) {
 		t.Fatalf("Dial: %v, want ErrRejected", err)
+	}
+}
+
+// The wire's ranges are netio's own: a peer's hello may offer what a
+// Config may hold, and no more.
+func TestWireLimitsMatchConfig(t *testing.T) {
+	if netio.MaxBufferSize != wire.MaxBufferSize || netio.MaxWindow != wire.MaxWindow || uint8(netio.HighThroughput) != wire.MaxMode || uint8(netio.DropNewest) != wire.MaxPolicy {
+		t.Fatalf("wire limits (buffer %d, window %d, mode %d, policy %d) differ from Config's (%d, %d, %d, %d)",
+			wire.MaxBufferSize, wire.MaxWindow, wire.MaxMode, wire.MaxPolicy, netio.MaxBufferSize, netio.MaxWindow, netio.HighThroughput, netio.DropNewest)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/sendgate"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -66,17 +69,17 @@ type half struct {
 
 // Lock order: recv.mu before the send gate (Close takes both). The reactor
 // takes neither: it enters the send gate only with one CAS that never
-// waits (sendGate.tryReactor).
+// waits (sendgate.Gate.tryReactor).
 
 func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	c := &Conn{eng: eng, cfg: cfg, network: network, pollFor: pollFor(cfg)}
-	l, err := newLink(eng, c, &c.stats, linkConfigOf(&cfg), network)
+	l, err := newLink(eng, c, &c.stats, newLinkConfig(wire.RoleConn, &cfg), network)
 	if err != nil {
 		return nil, err
 	}
 	c.link = l
 	h := half{side: c, closed: &c.closed, stats: &c.stats, l: l, pollFor: c.pollFor}
-	c.send = sender{half: h, q: &l.tx, gate: newSendGate()}
+	c.send = sender{half: h, q: &l.tx, gate: sendgate.New()}
 	c.recv = receiver{half: h, q: &l.rx, slot: -1}
 	tracked.conns.add(c)
 	if cfg.OnMessage != nil {
@@ -90,25 +93,25 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 func (c *Conn) sized(l *link) error {
 	f := l.cfg.framing
 	s := &c.send
-	s.frames = f.writer(l.tx.bufSize - headerSize)
+	s.frames = f.Writer(l.tx.bufSize - wire.HeaderSize)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
-	if w, ok := s.frames.(*pageWriter); ok && w.f.kind == kindPage && w.f.packed && l.sizes.lend {
+	if f == page.Packed && l.sizes.lend {
 		s.lend = true
 		s.appendMax = min(s.maxSend, lendMin-1)
 	}
-	if s.pack = s.frames.packs(); s.pack {
+	if s.pack = s.frames.Packs(); s.pack {
 		l.packed = s
 	}
-	if s.lazy = s.frames.lazy(); s.lazy {
+	if s.lazy = s.frames.Lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &c.cfg); err != nil {
 			return err
 		}
 	}
 	r := &c.recv
-	r.frames = f.reader()
-	r.pos.max = l.sizes.maxRecv
+	r.frames = f.Reader()
+	r.pos.Max = l.sizes.maxRecv
 	r.spares.limit = 4 * l.rx.bufSize
 	if ap, err := l.res.ep.LocalAddr(); err == nil {
 		c.local = Addr{Provider: c.network, AddrPort: ap}
@@ -126,7 +129,7 @@ func (c *Conn) up(*link) {
 }
 
 func (c *Conn) setupFailed(l *link) {
-	logSetupFailed(c.cfg.Logger, c.network, c.remote, l.life.err)
+	logSetupFailed(c.cfg.Logger, c.network, c.remote, l.life.Err())
 	if c.listener != nil {
 		c.listener.onFailed(c)
 	}
@@ -135,8 +138,8 @@ func (c *Conn) setupFailed(l *link) {
 // ended: the user finds out through reads and writes, and closes; writers
 // look from now on.
 func (c *Conn) ended(l *link) {
-	c.send.gate.stop()
-	logEnded(c.cfg.Logger, c.network, c.local, c.remote, l.life.err)
+	c.send.gate.Stop()
+	logEnded(c.cfg.Logger, c.network, c.local, c.remote, l.life.Err())
 }
 
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
@@ -493,7 +496,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	c.closeOnce.Do(func() {
 		first = true
 		c.closed.Store(true)
-		c.send.gate.stop()
+		c.send.gate.Stop()
 	})
 	if !first {
 		return nil, c.opError("close", net.ErrClosed)
@@ -514,7 +517,7 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 		// this is OnMessage, which must not wait for the reactor.
 		return nil, nil
 	}
-	return l.life.released, nil
+	return l.life.Released(), nil
 }
 
 // pollReady checks ready, yielding the processor in between, for up to
@@ -533,7 +536,7 @@ func pollReady(pollFor time.Duration, l *link, closed *atomic.Bool, ready func()
 		if ready() {
 			return true
 		}
-		if closed.Load() || l.life.ended.Load() || l.eng.wakesInFlight.Load() > 0 {
+		if closed.Load() || l.life.Ended() || l.eng.wakesInFlight.Load() > 0 {
 			return false
 		}
 		if i&15 == 0 {
@@ -608,7 +611,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if err := c.settable(); err != nil {
 		return err
 	}
-	c.send.gate.setDeadline(&c.send.deadline, unixNano(t))
+	c.send.gate.SetDeadline(&c.send.deadline, unixNano(t))
 	c.link.tx.wake.setDeadline(t)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 	"github.com/netio-go/netio/reactor"
 )
@@ -189,7 +190,7 @@ func (w *listenWatch) request(ev *ofi.Event) {
 	h, reject := a.screen(ev.PrivateData())
 	if reject != nil {
 		if !a.closed.Load() {
-			if string(reject) == rejectAuthMarker {
+			if string(reject) == wire.RejectAuthMarker {
 				a.stats.rejectedAuth.Add(1)
 				logRejected(a.logger, a.network, a.addr, "wrong key")
 			} else {
@@ -210,7 +211,7 @@ func (w *listenWatch) request(ev *ofi.Event) {
 type connRequest struct {
 	a   *acceptor
 	req *ofi.Info
-	h   hello
+	h   wire.Hello
 }
 
 func (c *connRequest) Run() {

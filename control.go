@@ -1,6 +1,9 @@
 package netio
 
-import "github.com/netio-go/netio/ofi"
+import (
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
 
 // controlSlots are the few small buffers a link sends header-only messages
 // from (credit returns, FIN), apart from the data buffers, so that they can
@@ -18,7 +21,7 @@ const ctlSlots = 4
 
 // open makes the slots, each for a header and payload bytes.
 func (c *controlSlots) open(d *ofi.Domain, payload int) (err error) {
-	c.size = headerSize + payload
+	c.size = wire.HeaderSize + payload
 	c.region, err = d.NewRegion(ctlSlots * c.size)
 	return err
 }
@@ -45,20 +48,20 @@ func (c *controlSlots) freeLeavingOne() (int, bool) {
 	return slot, other
 }
 
-// send posts a message of kind (with flags besides flagLast) and payload
+// send posts a message of kind (with flags besides wire.FlagLast) and payload
 // from slot, returning give credits.
 func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind, flags uint8, give uint16, payload []byte) error {
-	return c.post(ep, slot, header{kind: kind, flags: flagLast | flags, credits: give, msgLen: uint64(len(payload))}, payload)
+	return c.post(ep, slot, wire.Header{Kind: kind, Flags: wire.FlagLast | flags, Credits: give, MsgLen: uint64(len(payload))}, payload)
 }
 
 // post sends h, with fragLen set to the payload's length, and payload
 // from slot.
-func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h header, payload []byte) error {
+func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h wire.Header, payload []byte) error {
 	b := c.region.Bytes()[slot*c.size:]
-	h.fragLen = uint32(len(payload))
-	putHeader(b, h)
-	copy(b[headerSize:], payload)
-	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(headerSize + len(payload)), Token: tokCtl | uint64(slot)}
+	h.FragLen = uint32(len(payload))
+	wire.PutHeader(b, h)
+	copy(b[wire.HeaderSize:], payload)
+	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(wire.HeaderSize + len(payload)), Token: tokCtl | uint64(slot)}
 	if _, err := ep.PostSend(c.region, c.seg[:]); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The dispatcher is a subscriber connection's one goroutine: it reads the
@@ -131,10 +133,10 @@ func (sc *subConn) relinkAfter(old *subLink, cause error) bool {
 	bye := old.bye // written on the reactor before the link ended
 	if bye != nil {
 		sc.applyFarewell(bye)
-		switch bye.reason {
-		case farewellSlow:
+		switch bye.Reason {
+		case wire.FarewellSlow:
 			cause = fmt.Errorf("%w (the publisher's window stayed full: read faster, or use a drop policy)", ErrSlowSubscriber)
-		case farewellClosed:
+		case wire.FarewellClosed:
 			cause = ErrPublisherClosed
 		}
 	}
@@ -148,7 +150,7 @@ func (sc *subConn) relinkAfter(old *subLink, cause error) bool {
 	}
 	// What the old publisher sent after the last message received is
 	// known if it said where every tag ended.
-	known := bye != nil && !bye.partial
+	known := bye != nil && !bye.Partial
 	lost := time.Now()
 	wait := reconnectFirst
 	for tries := 1; ; tries++ {
@@ -187,18 +189,18 @@ func (sc *subConn) relinkAfter(old *subLink, cause error) bool {
 
 // applyFarewell counts, at the end of a link's data, what the publisher's
 // farewell says was not sent.
-func (sc *subConn) applyFarewell(f *farewell) {
+func (sc *subConn) applyFarewell(f *wire.Farewell) {
 	sc.mu.RLock()
 	defer sc.mu.RUnlock()
-	for _, e := range f.finals {
-		st := sc.tags[e.tag]
+	for _, e := range f.Finals {
+		st := sc.tags[e.Tag]
 		if st == nil {
 			continue
 		}
-		if first, n := st.seq.final(e.next); n > 0 {
+		if first, n := st.seq.final(e.Next); n > 0 {
 			for _, s := range st.subs {
 				if !slices.Contains(st.joining, s) {
-					s.missed(e.tag, first, n)
+					s.missed(e.Tag, first, n)
 				}
 			}
 		}
@@ -220,7 +222,7 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink, known bool) err
 	sc.mu.RUnlock()
 	prev := sc.incarnation
 	// With no tags the request still learns who the publisher is.
-	if err := sl.request(ctx, kindSubscribe, tags, sc.policyOf); err != nil {
+	if err := sl.request(ctx, wire.KindSubscribe, tags, sc.policyOf); err != nil {
 		return err
 	}
 	sc.takeAcks()

@@ -35,7 +35,7 @@ type engine struct {
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 
-	setups     map[*link]setupWatch // accepted links being set up (setup.go)
+	setups     map[*link]setupWatch // accepted links being set up (accept_deadlines.go)
 	setupTimer *reactor.Timer
 	setupNext  time.Time // when setupTimer fires; zero if stopped
 
@@ -385,8 +385,9 @@ func (f *fabricRes) readEvents() (got bool) {
 func (e *engine) Poll() bool {
 	busy := false
 	if len(e.idle) > 0 {
-		// Not on every round: each look takes the writer's lock, and a
-		// writer in full flow would pay for the cache line every time.
+		// Not on every round: each look is a CAS on the writer's send
+		// gate, and a writer in full flow would pay for the cache line
+		// every time.
 		if now := time.Now(); now.After(e.nextIdle) {
 			e.nextIdle = now.Add(idleLook)
 			busy = e.checkIdle()

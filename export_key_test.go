@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"time"
+
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // DefaultKey is the key a Listen or Dial with no key options uses: the
@@ -20,15 +23,15 @@ func DefaultKey() []byte {
 // default key adds: what a hand-made peer that has the key sends. A hello
 // shorter than netio's is returned as it is.
 func SealedRequest(hello []byte) []byte {
-	if len(hello) < helloSize {
+	if len(hello) < wire.HelloSize {
 		return hello
 	}
-	data := append(append([]byte(nil), hello[:helloSize]...), make([]byte, authTrailer)...)
-	data[7] |= flagKeyed
-	binary.LittleEndian.PutUint64(data[helloSize:], uint64(time.Now().UnixNano()))
-	rand.Read(data[helloSize+authTimeSize : helloSize+authTimeSize+authNonce])
-	mac := authMAC(DefaultKey(), labelRequest, data[:authReqSize-authMACSize])
-	copy(data[authReqSize-authMACSize:], mac[:])
+	data := append(append([]byte(nil), hello[:wire.HelloSize]...), make([]byte, wire.AuthTrailer)...)
+	data[7] |= wire.FlagKeyed
+	binary.LittleEndian.PutUint64(data[wire.HelloSize:], uint64(time.Now().UnixNano()))
+	rand.Read(data[wire.HelloSize+wire.AuthTimeSize : wire.HelloSize+wire.AuthTimeSize+wire.AuthNonceSize])
+	mac := admit.MAC(DefaultKey(), admit.LabelRequest, data[:wire.AuthRequestSize-wire.AuthMACSize])
+	copy(data[wire.AuthRequestSize-wire.AuthMACSize:], mac[:])
 	return data
 }
 
@@ -37,17 +40,17 @@ func SealedRequest(hello []byte) []byte {
 // hand-made listener that has the key answers. A request without an
 // authenticator gets hello as it is.
 func SealedAccept(hello, request []byte) []byte {
-	if len(hello) < helloSize || len(request) < authReqSize {
+	if len(hello) < wire.HelloSize || len(request) < wire.AuthRequestSize {
 		return hello
 	}
-	data := append([]byte(nil), hello[:helloSize]...)
-	data[7] |= flagKeyed
-	mac := authMAC(DefaultKey(), labelAccept, data, request[helloSize:authReqSize])
+	data := append([]byte(nil), hello[:wire.HelloSize]...)
+	data[7] |= wire.FlagKeyed
+	mac := admit.MAC(DefaultKey(), admit.LabelAccept, data, request[wire.HelloSize:wire.AuthRequestSize])
 	return append(data, mac[:]...)
 }
 
 // AcceptSize is the size of a keyed accept's private data.
-const AcceptSize = authAccSize
+const AcceptSize = wire.AuthAcceptSize
 
 // HoldConnManager blocks the thread that reads l's connection requests
 // until the returned function is called; it returns once the thread is

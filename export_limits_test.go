@@ -1,6 +1,9 @@
 package netio
 
-import "github.com/netio-go/netio/ofi"
+import (
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
 
 // StallSetups makes the next n connections ln accepts never hear that
 // their handshake completed, as with a verbs peer that never sends its
@@ -16,7 +19,7 @@ type stallOwner struct {
 	n int
 }
 
-func (s *stallOwner) admit(req *ofi.Info, h hello) []byte {
+func (s *stallOwner) admit(req *ofi.Info, h wire.Hello) []byte {
 	e := s.a.eng
 	first := e.nextToken + 1
 	reject := s.acceptorOwner.admit(req, h)

@@ -1,5 +1,7 @@
 package netio
 
+import "github.com/netio-go/netio/internal/credit"
+
 // PublisherStuck reports whether every subscriber of p has messages that
 // wait to be sent and no credit to send them with: a subscriber that no
 // longer runs (stopped) can never take them. What the subscribers sent
@@ -10,7 +12,7 @@ func PublisherStuck(p *Publisher) bool {
 		for _, pl := range *p.links.Load() {
 			l := pl.l
 			l.pollCQ()
-			if l.tx.head.Load() == l.txPosted || l.credit.canTake(dataSend) {
+			if l.tx.head.Load() == l.txPosted || l.credit.CanTake(credit.Data) {
 				stuck = false
 			}
 		}

@@ -1,6 +1,9 @@
 package netio
 
-import "github.com/netio-go/netio/reactor"
+import (
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/reactor"
+)
 
 // ReactorStats returns the counters of the process's reactor, for
 // benchmarks that report thread wakes per operation.
@@ -25,8 +28,8 @@ func ReaderParks() uint64 {
 
 // ProtocolLevel is the version byte of netio's hello, for tests that
 // write hellos by hand.
-const ProtocolLevel = protocolLevel
+const ProtocolLevel = wire.ProtocolLevel
 
 // Lends reports whether a Write of n bytes on c goes from the caller's
-// memory (lent.go).
+// memory (send_from_slice.go).
 func Lends(c *Conn, n int) bool { return c.send.lends(n) }

@@ -3,6 +3,8 @@ package netio
 import (
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/netio-go/netio/internal/page"
 )
 
 // fastRead lets NextMessage take a message that lies whole in the page the
@@ -10,7 +12,7 @@ import (
 // VM each locked instruction costs 6 to 15 ns, and NextMessage+Release of a
 // 64-byte message paid three of them: the read lock, its unlock and the
 // Release. The position of the next record in the page, the number of the
-// next Message lent from it (lending.go) and an epoch are one word, state;
+// next Message lent from it (message_loans.go) and an epoch are one word, state;
 // a reader that has read the record at that position claims it by moving
 // the word past it. Concurrent readers stay safe: of two that read the same
 // position, one CAS fails and that reader looks again.
@@ -82,8 +84,8 @@ func (r *receiver) absorb() {
 	off, idx := s&f.offMask, (s>>f.idxShift)&f.idxMask
 	n := idx - f.openIdx
 	r.msgs += n
-	r.bytes += off - f.openOff - n*prefixSize
-	r.pos.off = int(off)
+	r.bytes += off - f.openOff - n*page.PrefixSize
+	r.pos.Off = int(off)
 	r.lent = int32(idx)
 }
 
@@ -93,12 +95,12 @@ func (r *receiver) absorb() {
 // lock, just before it is let go; the word is closed.
 func (r *receiver) reopen() {
 	f := &r.fast
-	if !f.on() || r.slot < 0 || r.pos.inMsg || r.failed != nil || r.pos.off >= len(r.pos.buf) {
+	if !f.on() || r.slot < 0 || r.pos.InMsg || r.failed != nil || r.pos.Off >= len(r.pos.Buf) {
 		return
 	}
 	epoch := (f.state.Load() >> f.epochShift) + 1
-	f.views[epoch&1].Store(uint64(r.slot)<<32 | uint64(len(r.pos.buf)))
-	f.openOff, f.openIdx = uint64(r.pos.off), uint64(r.lent)
+	f.views[epoch&1].Store(uint64(r.slot)<<32 | uint64(len(r.pos.Buf)))
+	f.openOff, f.openIdx = uint64(r.pos.Off), uint64(r.lent)
 	f.state.Store(fastOpen | (epoch<<f.epochShift)&^fastOpen | f.openIdx<<f.idxShift | f.openOff)
 }
 

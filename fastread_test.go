@@ -7,20 +7,23 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // fillPage writes a page of messages of size bytes into buf (a whole
 // receive buffer, header included), message i starting with first+i; it
 // returns how many it wrote.
 func fillPage(buf []byte, size int, first uint64) int {
-	off, n := headerSize, 0
-	for off+prefixSize+size <= len(buf) {
+	off, n := wire.HeaderSize, 0
+	for off+page.PrefixSize+size <= len(buf) {
 		binary.LittleEndian.PutUint64(buf[off:], uint64(size))
-		binary.LittleEndian.PutUint64(buf[off+prefixSize:], first+uint64(n))
-		off += prefixSize + size
+		binary.LittleEndian.PutUint64(buf[off+page.PrefixSize:], first+uint64(n))
+		off += page.PrefixSize + size
 		n++
 	}
-	putHeader(buf, header{kind: kindPage, fragLen: uint32(off - headerSize)})
+	wire.PutHeader(buf, wire.Header{Kind: wire.KindPage, FragLen: uint32(off - wire.HeaderSize)})
 	return n
 }
 
@@ -29,24 +32,24 @@ func fillPage(buf []byte, size int, first uint64) int {
 func refill(c *Conn) {
 	q := &c.link.rx
 	for {
-		slot, ok := q.free.pop()
+		slot, ok := q.free.Pop()
 		if !ok {
 			return
 		}
-		q.ready.push(slot)
+		q.ready.Push(slot)
 	}
 }
 
 // readingPages returns a Conn whose window of 1 MiB pages of 64-byte
 // messages has arrived, and the messages per page.
 func readingPages(b *testing.B, size int) (*Conn, int) {
-	const window, bufSize = 8, 1<<20 + headerSize + prefixSize
+	const window, bufSize = 8, 1<<20 + wire.HeaderSize + page.PrefixSize
 	c := newReadingConn(b, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
 	for i := range window {
 		per = fillPage(q.mem[i*bufSize:(i+1)*bufSize], size, 0)
-		q.ready.push(uint32(i))
+		q.ready.Push(uint32(i))
 	}
 	return c, per
 }
@@ -146,13 +149,13 @@ func BenchmarkWritePath(b *testing.B) {
 // buffers of a live connection).
 func TestFastReadConcurrent(t *testing.T) {
 	const window, size, pages = 4, 24, 200
-	bufSize := headerSize + 40*(prefixSize+size) // 40 messages a page
+	bufSize := wire.HeaderSize + 40*(page.PrefixSize+size) // 40 messages a page
 	c := newReadingConn(t, window, bufSize, 1<<20)
 	q := &c.link.rx
 	per := 0
 	for i := range window {
 		per = fillPage(q.mem[i*bufSize:(i+1)*bufSize], size, uint64(i*40))
-		q.ready.push(uint32(i))
+		q.ready.Push(uint32(i))
 	}
 	// The reactor's part: each page given back arrives again, until pages
 	// have arrived; then the stream ends once every page is back.
@@ -164,17 +167,17 @@ func TestFastReadConcurrent(t *testing.T) {
 	go func() {
 		defer close(fed)
 		for sent := window; sent < pages; {
-			slot, ok := q.free.pop()
+			slot, ok := q.free.Pop()
 			if !ok {
 				runtime.Gosched()
 				continue
 			}
 			arrivals[slot]++
-			q.ready.push(slot)
+			q.ready.Push(slot)
 			q.wake.wake()
 			sent++
 		}
-		for q.free.len() < window {
+		for q.free.Len() < window {
 			runtime.Gosched()
 		}
 		c.link.fail(io.EOF)
@@ -242,7 +245,7 @@ func TestFastReadConcurrent(t *testing.T) {
 	if st := c.Stats(); st.MessagesReceived != uint64(total) {
 		t.Errorf("Stats().MessagesReceived = %d, want %d", st.MessagesReceived, total)
 	}
-	if n := q.free.len(); n != window {
+	if n := q.free.Len(); n != window {
 		t.Errorf("%d buffers given back at the end, want all %d", n, window)
 	}
 }
@@ -252,11 +255,11 @@ func TestFastReadConcurrent(t *testing.T) {
 // released, with no further read, as it does when the lock is taken.
 func TestFastReadLeavesPage(t *testing.T) {
 	const size = 24
-	bufSize := headerSize + 10*(prefixSize+size)
+	bufSize := wire.HeaderSize + 10*(page.PrefixSize+size)
 	c := newReadingConn(t, 2, bufSize, 1<<20)
 	q := &c.link.rx
 	per := fillPage(q.mem[:bufSize], size, 0)
-	q.ready.push(0)
+	q.ready.Push(0)
 	var held []Message
 	for i := range per {
 		m, err := c.NextMessage()
@@ -272,13 +275,13 @@ func TestFastReadLeavesPage(t *testing.T) {
 		t.Fatal("the lock-free path never opened")
 	}
 	for i, m := range held {
-		if q.free.len() != 0 {
+		if q.free.Len() != 0 {
 			t.Fatalf("the page went back with %d of its %d messages held", per-i, per)
 		}
 		m.Release()
 	}
-	if q.free.len() != 1 {
-		t.Errorf("%d buffers back after every message was released, want 1", q.free.len())
+	if q.free.Len() != 1 {
+		t.Errorf("%d buffers back after every message was released, want 1", q.free.Len())
 	}
 	if st := c.Stats(); st.MessagesReceived != uint64(per) || st.BytesReceived != uint64(per*size) {
 		t.Errorf("Stats: %d messages, %d bytes; want %d, %d", st.MessagesReceived, st.BytesReceived, per, per*size)
@@ -293,11 +296,11 @@ func TestFastReadSetup(t *testing.T) {
 		on      bool
 	}{
 		{4 << 10, true},
-		{1<<20 + headerSize + prefixSize, true},
+		{1<<20 + wire.HeaderSize + page.PrefixSize, true},
 		{MaxBufferSize, false},
 	} {
 		var f fastRead
-		per := messagesPerBuffer(plainPages.reader(), tc.bufSize)
+		per := messagesPerBuffer(tc.bufSize)
 		if got := f.setup(tc.bufSize, per, 1<<20); got != tc.on || f.on() != tc.on {
 			t.Errorf("buffers of %d bytes: setup %v, on %v; want %v", tc.bufSize, got, f.on(), tc.on)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // FuzzHello holds the handshake's decoder to its contract, whatever the
@@ -22,14 +24,14 @@ func FuzzHello(f *testing.F) {
 // screens are the acceptors a hello meets: a Listener in either mode, a
 // Publisher (either mode, subscribers only), and a closed one.
 var screens = []*acceptor{
-	{mode: LowLatency, role: roleConn},
-	{mode: HighThroughput, role: roleConn},
-	{mode: LowLatency, anyMode: true, role: roleSubscriber},
+	{mode: LowLatency, role: wire.RoleConn},
+	{mode: HighThroughput, role: wire.RoleConn},
+	{mode: LowLatency, anyMode: true, role: wire.RoleSubscriber},
 	closedAcceptor(),
 }
 
 func closedAcceptor() *acceptor {
-	a := &acceptor{mode: HighThroughput, role: roleConn}
+	a := &acceptor{mode: HighThroughput, role: wire.RoleConn}
 	a.closed.Store(true)
 	return a
 }
@@ -37,34 +39,34 @@ func closedAcceptor() *acceptor {
 // checkHello checks b against parseHello's and screen's contracts and
 // returns parseHello's error.
 func checkHello(t *testing.T, b []byte) error {
-	h, err := parseHello(b)
+	h, err := wire.ParseHello(b)
 	if err != nil {
 		if !errors.Is(err, ErrProtocol) {
 			t.Fatalf("parseHello(%x): %v, not ErrProtocol", b, err)
 		}
 	} else {
 		switch {
-		case len(b) < helloSize || string(b[:len(helloMagic)]) != helloMagic:
+		case len(b) < wire.HelloSize || string(b[:len("NTIO")]) != "NTIO":
 			t.Fatalf("parseHello accepted %x: not a netio hello", b)
-		case h.version != protocolLevel:
-			t.Fatalf("parseHello accepted protocol %d", h.version)
-		case h.window < minWindow || h.window > maxWindow:
-			t.Fatalf("parseHello accepted a window of %d", h.window)
-		case h.bufferSize < minBufferSize || h.bufferSize > maxBufferSize:
-			t.Fatalf("parseHello accepted a buffer size of %d", h.bufferSize)
-		case h.mode > HighThroughput:
-			t.Fatalf("parseHello accepted mode %d", h.mode)
-		case h.role > rolePublisher:
-			t.Fatalf("parseHello accepted role %d", h.role)
-		case h.maxMessage == 0:
+		case h.Version != wire.ProtocolLevel:
+			t.Fatalf("parseHello accepted protocol %d", h.Version)
+		case h.Window < minWindow || h.Window > maxWindow:
+			t.Fatalf("parseHello accepted a window of %d", h.Window)
+		case h.BufferSize < minBufferSize || h.BufferSize > maxBufferSize:
+			t.Fatalf("parseHello accepted a buffer size of %d", h.BufferSize)
+		case Mode(h.Mode) > HighThroughput:
+			t.Fatalf("parseHello accepted mode %d", h.Mode)
+		case h.Role > wire.RolePublisher:
+			t.Fatalf("parseHello accepted role %d", h.Role)
+		case h.MaxMessage == 0:
 			t.Fatalf("parseHello accepted a peer that takes no messages")
 		}
 		// What is accepted is what the bytes say: the sizes a link commits
 		// memory by come from the hello, never from elsewhere.
-		if h.window != binary.LittleEndian.Uint32(b[8:]) || h.bufferSize != binary.LittleEndian.Uint32(b[12:]) || h.maxMessage != binary.LittleEndian.Uint64(b[16:]) {
+		if h.Window != binary.LittleEndian.Uint32(b[8:]) || h.BufferSize != binary.LittleEndian.Uint32(b[12:]) || h.MaxMessage != binary.LittleEndian.Uint64(b[16:]) {
 			t.Fatalf("parseHello(%x) = %+v: not the bytes' sizes", b, h)
 		}
-		again, err := parseHello(h.marshal())
+		again, err := wire.ParseHello(h.Marshal())
 		if err != nil {
 			t.Fatalf("hello %+v, marshalled and parsed again: %v", h, err)
 		}
@@ -77,18 +79,18 @@ func checkHello(t *testing.T, b []byte) error {
 		switch {
 		case reject == nil && (err != nil || a.closed.Load()):
 			t.Fatalf("acceptor %+v let through %x (parseHello: %v)", a, b, err)
-		case reject == nil && got.mode != a.mode && !a.anyMode:
-			t.Fatalf("acceptor in %v mode let through a %v hello", a.mode, got.mode)
-		case reject == nil && got.role != a.role:
-			t.Fatalf("acceptor for a %v let through a %v", a.role, got.role)
+		case reject == nil && Mode(got.Mode) != a.mode && !a.anyMode:
+			t.Fatalf("acceptor in %v mode let through a %v hello", a.mode, got.Mode)
+		case reject == nil && got.Role != a.role:
+			t.Fatalf("acceptor for a %v let through a %v", a.role, got.Role)
 		case reject == nil && !sameHello(got, h):
 			t.Fatalf("acceptor let through %+v, parseHello says %+v", got, h)
 		case reject == nil:
 		case err != nil || a.closed.Load():
-			if string(reject) != rejectMarker {
-				t.Fatalf("acceptor %+v rejected %x with %q, want %q", a, b, reject, rejectMarker)
+			if string(reject) != wire.RejectMarker {
+				t.Fatalf("acceptor %+v rejected %x with %q, want %q", a, b, reject, wire.RejectMarker)
 			}
-		case !strings.HasPrefix(string(reject), rejectMarker):
+		case !strings.HasPrefix(string(reject), wire.RejectMarker):
 			t.Fatalf("acceptor rejected with %q, not a netio reject marker", reject)
 		}
 	}
@@ -98,13 +100,13 @@ func checkHello(t *testing.T, b []byte) error {
 // sameHello reports whether a and b state the same: what the peer is and
 // what it posts (fields a hello may carry besides, such as an
 // authenticator, are not compared).
-func sameHello(a, b hello) bool {
-	return a.version == b.version && a.mode == b.mode && a.role == b.role && a.window == b.window && a.bufferSize == b.bufferSize && a.maxMessage == b.maxMessage
+func sameHello(a, b wire.Hello) bool {
+	return a.Version == b.Version && a.Mode == b.Mode && a.Role == b.Role && a.Window == b.Window && a.BufferSize == b.BufferSize && a.MaxMessage == b.MaxMessage
 }
 
 // helloOf marshals h and then applies edit to the bytes.
-func helloOf(h hello, edit func(b []byte)) []byte {
-	b := h.marshal()
+func helloOf(h wire.Hello, edit func(b []byte)) []byte {
+	b := h.Marshal()
 	if edit != nil {
 		edit(b)
 	}
@@ -112,42 +114,42 @@ func helloOf(h hello, edit func(b []byte)) []byte {
 }
 
 func helloSeeds() []fuzzSeed {
-	ll := hello{version: protocolLevel, mode: LowLatency, role: roleConn, window: DefaultWindow, bufferSize: DefaultBufferSize, maxMessage: DefaultMaxMessageSize}
-	ht := hello{version: protocolLevel, mode: HighThroughput, role: roleConn, window: DefaultPages, bufferSize: DefaultPageSize, maxMessage: DefaultMaxMessageSize}
+	ll := wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(LowLatency), Role: wire.RoleConn, Window: DefaultWindow, BufferSize: DefaultBufferSize, MaxMessage: DefaultMaxMessageSize}
+	ht := wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(HighThroughput), Role: wire.RoleConn, Window: DefaultPages, BufferSize: DefaultPageSize, MaxMessage: DefaultMaxMessageSize}
 	sub := ll
-	sub.role = roleSubscriber
-	pub := hello{version: protocolLevel, mode: HighThroughput, role: rolePublisher, window: minWindow, bufferSize: minBufferSize, maxMessage: 1}
-	edge := hello{version: protocolLevel, mode: LowLatency, window: maxWindow, bufferSize: maxBufferSize, maxMessage: 1<<64 - 1}
-	with := func(h hello, edit func(*hello)) []byte { edit(&h); return h.marshal() }
+	sub.Role = wire.RoleSubscriber
+	pub := wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(HighThroughput), Role: wire.RolePublisher, Window: minWindow, BufferSize: minBufferSize, MaxMessage: 1}
+	edge := wire.Hello{Version: wire.ProtocolLevel, Mode: uint8(LowLatency), Window: maxWindow, BufferSize: maxBufferSize, MaxMessage: 1<<64 - 1}
+	with := func(h wire.Hello, edit func(*wire.Hello)) []byte { edit(&h); return h.Marshal() }
 	bad := ErrProtocol
 	return []fuzzSeed{
-		{"lowlatency", ll.marshal(), nil, 0},
-		{"highthroughput", ht.marshal(), nil, 0},
-		{"subscriber", sub.marshal(), nil, 0},
-		{"publisher-smallest", pub.marshal(), nil, 0},
-		{"largest", edge.marshal(), nil, 0},
-		{"trailing-bytes", append(ll.marshal(), "and more"...), nil, 0},
+		{"lowlatency", ll.Marshal(), nil, 0},
+		{"highthroughput", ht.Marshal(), nil, 0},
+		{"subscriber", sub.Marshal(), nil, 0},
+		{"publisher-smallest", pub.Marshal(), nil, 0},
+		{"largest", edge.Marshal(), nil, 0},
+		{"trailing-bytes", append(ll.Marshal(), "and more"...), nil, 0},
 		{"reserved-byte-set", helloOf(ll, func(b []byte) { b[7] = 0xff }), nil, 0},
 		{"empty", nil, bad, 0},
-		{"magic-only", []byte(helloMagic), bad, 0},
-		{"one-short", ll.marshal()[:helloSize-1], bad, 0},
+		{"magic-only", []byte("NTIO"), bad, 0},
+		{"one-short", ll.Marshal()[:wire.HelloSize-1], bad, 0},
 		{"wrong-magic", helloOf(ll, func(b []byte) { b[0] = 'X' }), bad, 0},
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), bad, 0},
-		{"version-0", with(ll, func(h *hello) { h.version = 0 }), bad, 0},
-		{"version-1", with(ll, func(h *hello) { h.version = 1 }), bad, 0}, // before heartbeats
-		{"version-2", with(ll, func(h *hello) { h.version = 2 }), bad, 0}, // before packed LowLatency pages
-		{"version-4", with(ll, func(h *hello) { h.version = 4 }), bad, 0},
-		{"window-below", with(ll, func(h *hello) { h.window = minWindow - 1 }), bad, 0},
-		{"window-above", with(ll, func(h *hello) { h.window = maxWindow + 1 }), bad, 0},
-		{"window-huge", with(ll, func(h *hello) { h.window = 1<<32 - 1 }), bad, 0},
-		{"buffer-below", with(ll, func(h *hello) { h.bufferSize = minBufferSize - 1 }), bad, 0},
-		{"buffer-above", with(ll, func(h *hello) { h.bufferSize = maxBufferSize + 1 }), bad, 0},
-		{"mode-unknown", with(ll, func(h *hello) { h.mode = 2 }), bad, 0},
-		{"mode-huge", with(ll, func(h *hello) { h.mode = 255 }), bad, 0},
-		{"role-unknown", with(ll, func(h *hello) { h.role = rolePublisher + 1 }), bad, 0},
-		{"max-message-zero", with(ll, func(h *hello) { h.maxMessage = 0 }), bad, 0},
-		{"zeros", make([]byte, helloSize), bad, 0},
-		{"reject-marker", []byte(rejectModeMarker + "-and-a-bit-more"), bad, 0},
+		{"version-0", with(ll, func(h *wire.Hello) { h.Version = 0 }), bad, 0},
+		{"version-1", with(ll, func(h *wire.Hello) { h.Version = 1 }), bad, 0}, // before heartbeats
+		{"version-2", with(ll, func(h *wire.Hello) { h.Version = 2 }), bad, 0}, // before packed LowLatency pages
+		{"version-4", with(ll, func(h *wire.Hello) { h.Version = 4 }), bad, 0},
+		{"window-below", with(ll, func(h *wire.Hello) { h.Window = minWindow - 1 }), bad, 0},
+		{"window-above", with(ll, func(h *wire.Hello) { h.Window = maxWindow + 1 }), bad, 0},
+		{"window-huge", with(ll, func(h *wire.Hello) { h.Window = 1<<32 - 1 }), bad, 0},
+		{"buffer-below", with(ll, func(h *wire.Hello) { h.BufferSize = minBufferSize - 1 }), bad, 0},
+		{"buffer-above", with(ll, func(h *wire.Hello) { h.BufferSize = maxBufferSize + 1 }), bad, 0},
+		{"mode-unknown", with(ll, func(h *wire.Hello) { h.Mode = 2 }), bad, 0},
+		{"mode-huge", with(ll, func(h *wire.Hello) { h.Mode = 255 }), bad, 0},
+		{"role-unknown", with(ll, func(h *wire.Hello) { h.Role = wire.RolePublisher + 1 }), bad, 0},
+		{"max-message-zero", with(ll, func(h *wire.Hello) { h.MaxMessage = 0 }), bad, 0},
+		{"zeros", make([]byte, wire.HelloSize), bad, 0},
+		{"reject-marker", []byte(wire.RejectModeMarker + "-and-a-bit-more"), bad, 0},
 	}
 }
 

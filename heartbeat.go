@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/netio-go/netio/internal/credit"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -121,16 +123,16 @@ func (l *link) sendHeartbeat() {
 	hb := &l.hb
 	hb.pending = true
 	slot, ok := l.res.ctl.freeLeavingOne()
-	if !ok || !l.credit.canTake(controlSend) {
+	if !ok || !l.credit.CanTake(credit.Control) {
 		return
 	}
-	if !l.credit.canTake(dataSend) && !hb.dialed && !l.credit.owing() {
+	if !l.credit.CanTake(credit.Data) && !hb.dialed && !l.credit.Owing() {
 		return
 	}
-	give, _ := l.credit.take(controlSend)
-	h := header{kind: kindHeartbeat, flags: flagLast, credits: give, msgLen: uint64(hb.timeout / time.Millisecond)}
+	give, _ := l.credit.Take(credit.Control)
+	h := wire.Header{Kind: wire.KindHeartbeat, Flags: wire.FlagLast, Credits: give, MsgLen: uint64(hb.timeout / time.Millisecond)}
 	if err := l.res.ctl.post(l.res.ep, slot, h, nil); err != nil {
-		l.credit.undo(give)
+		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
 		}

@@ -7,13 +7,17 @@ import (
 	"io"
 	"runtime/metrics"
 	"testing"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/page/pagetest"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // FuzzLinkHeaders feeds received buffers through the link's own checks
 // (link.onRecv: the header's length against what arrived, credits against
-// the window, the kinds, FIN, and the framing's frameCheck) into a Conn of
+// the window, the kinds, FIN, and the page format's Check) into a Conn of
 // either mode, and reads them back, or takes them through Config.OnMessage
-// on a LowLatency one (the reactor's hereReader). Both modes receive
+// on a LowLatency one (the reactor's page.InlineReader). Both modes receive
 // pages: HighThroughput ones filled, LowLatency ones packed (packing.go).
 // The Conn is held to linkModel, written from the wire format's
 // description: the same messages, the same bytes, the same end (io.EOF,
@@ -26,14 +30,14 @@ import (
 //
 // It reuses FuzzPageDecoder's harness (page_fuzz_test.go): a Conn reduced
 // to its buffers on a closed reactor, deliver, readAll and finish; and its
-// pageModel.
+// pagetest.Model.
 func FuzzLinkHeaders(f *testing.F) {
 	addSeeds(f, linkSeeds())
 	f.Fuzz(func(t *testing.T, data []byte) { runLinkHeaders(t, data) })
 }
 
 // linkModel is the link's checks done the plain way, in front of a
-// pageModel.
+// pagetest.Model.
 type linkModel struct {
 	mode    Mode
 	max     uint64
@@ -42,52 +46,52 @@ type linkModel struct {
 	fin     bool
 	err     error // the first violation
 
-	pages pageModel
+	pages pagetest.Model
 }
 
 func (m *linkModel) receive(b []byte) {
 	if m.err != nil {
 		return
 	}
-	if len(b) < headerSize {
+	if len(b) < wire.HeaderSize {
 		m.err = ErrProtocol
 		return
 	}
-	h := readHeader(b)
-	p := b[headerSize:]
-	if uint64(h.fragLen) != uint64(len(p)) {
+	h := wire.ReadHeader(b)
+	p := b[wire.HeaderSize:]
+	if uint64(h.FragLen) != uint64(len(p)) {
 		m.err = ErrProtocol
 		return
 	}
-	if m.credits+int(h.credits) > m.window {
+	if m.credits+int(h.Credits) > m.window {
 		m.err = ErrProtocol
 		return
 	}
-	m.credits += int(h.credits)
-	switch h.kind {
-	case kindCredit, kindHeartbeat:
-	case kindFin:
+	m.credits += int(h.Credits)
+	switch h.Kind {
+	case wire.KindCredit, wire.KindHeartbeat:
+	case wire.KindFin:
 		m.fin = true
-	case kindPage:
-		if h.msgLen > uint64(h.fragLen) || m.fin {
+	case wire.KindPage:
+		if h.MsgLen > uint64(h.FragLen) || m.fin {
 			m.err = ErrProtocol
 			return
 		}
-		m.pages.page(p, h.msgLen)
-		m.err = m.pages.err
+		m.pages.Page(p, h.MsgLen)
+		m.err = m.pages.Err
 	default: // a Conn takes no control messages, tagged pages, or level 2's fragments
 		m.err = ErrProtocol
 	}
 }
 
 // honest is the header an honest sender puts on a page of n payload bytes.
-func (m *linkModel) honest(n int) header {
-	return header{kind: kindPage, fragLen: uint32(n), msgLen: m.pages.continuation(n)}
+func (m *linkModel) honest(n int) wire.Header {
+	return wire.Header{Kind: wire.KindPage, FragLen: uint32(n), MsgLen: m.pages.Continuation(n)}
 }
 
 // messages is what a reader reads: whole messages and all the bytes.
 func (m *linkModel) messages() (msgs [][]byte, stream []byte) {
-	return m.pages.msgs, m.pages.stream
+	return m.pages.Msgs, m.pages.Stream
 }
 
 // end is how reading ends after the last buffer.
@@ -95,7 +99,7 @@ func (m *linkModel) end() error {
 	switch {
 	case m.err != nil:
 		return m.err
-	case m.pages.inMsg:
+	case m.pages.InMsg():
 		return io.ErrUnexpectedEOF
 	}
 	return io.EOF
@@ -167,30 +171,30 @@ func parseLinkInput(data []byte) *linkInput {
 	if opts&0x20 != 0 {
 		m.max = linkHugeMax
 	}
-	m.pages.max = m.max
+	m.pages.Max = m.max
 	m.window = int(window) + 1
 	m.credits = int(credits) % (m.window + 1)
 	d.credits = m.credits
-	for len(data) > 0 && len(d.bufs) < fuzzMaxBuffers {
+	for len(data) > 0 && len(d.bufs) < pagetest.MaxBuffers {
 		ctl := next(1)[0]
-		n := min(le16(), fuzzMaxPayload)
+		n := min(le16(), pagetest.MaxPayload)
 		var buf []byte
 		if ctl&0x80 != 0 {
-			buf = append(buf, next(headerSize)...)
+			buf = append(buf, next(wire.HeaderSize)...)
 			buf = append(buf, next(n)...)
 		} else {
 			payload := next(n)
 			h := m.honest(len(payload))
-			h.credits = uint16(ctl >> 2 & 7)
+			h.Credits = uint16(ctl >> 2 & 7)
 			if ctl&1 != 0 {
-				h.msgLen++
+				h.MsgLen++
 			}
 			if ctl&2 != 0 {
-				h.fragLen++
+				h.FragLen++
 			}
-			buf = make([]byte, headerSize+len(payload))
-			putHeader(buf, h)
-			copy(buf[headerSize:], payload)
+			buf = make([]byte, wire.HeaderSize+len(payload))
+			wire.PutHeader(buf, h)
+			copy(buf[wire.HeaderSize:], payload)
 		}
 		d.bufs = append(d.bufs, buf)
 		m.receive(buf)
@@ -227,19 +231,19 @@ func checkAllocs(t *testing.T, before uint64, n int, c *Conn) {
 func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 	d := parseLinkInput(data)
 	m := &d.model
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, b := range d.bufs {
 		bufSize = max(bufSize, len(b))
 	}
 	c := newReadingConn(t, len(d.bufs), bufSize, m.max)
 	l := c.link
 	if d.mode == LowLatency {
-		l.frames = packedPages.checker(m.max)
-		c.recv.frames = packedPages.reader()
+		l.cfg.framing = page.Packed
+		c.recv.frames = page.Packed.Reader()
 	}
-	l.here = hereReader{r: c.recv.frames, pos: cursor{max: m.max}}
-	l.credit.reset(m.window, len(l.rx.refs))
-	l.credit.credits = d.credits
+	l.inline = page.NewInlineReader(l.cfg.framing, m.max)
+	l.credit.Reset(m.window, len(l.rx.refs))
+	l.credit.Hold(d.credits)
 	var got [][]byte
 	if d.onMessage {
 		l.onMessage = func(msg []byte) {
@@ -255,7 +259,7 @@ func runLinkHeaders(t *testing.T, data []byte) (*linkInput, error) {
 	var r readResult
 	var held []heldMessage
 	if d.onMessage {
-		r.msgs, r.err = got, l.life.err
+		r.msgs, r.err = got, l.life.Err()
 	} else {
 		calls := 2*len(want) + 4
 		if d.style == readStreamStyle {
@@ -318,15 +322,15 @@ func (s linkSeed) cont(ctl byte, payload []byte) linkSeed {
 }
 
 // raw adds a buffer with header h as given and payload.
-func (s linkSeed) raw(h header, payload []byte) linkSeed {
-	hb := make([]byte, headerSize)
-	putHeader(hb, h)
+func (s linkSeed) raw(h wire.Header, payload []byte) linkSeed {
+	hb := make([]byte, wire.HeaderSize)
+	wire.PutHeader(hb, h)
 	return append(append(append(s, 0x80, byte(len(payload)), byte(len(payload)>>8)), hb...), payload...)
 }
 
 // truncated adds a buffer of n < 16 bytes, the input's last.
 func (s linkSeed) truncated(n int) linkSeed {
-	return append(append(s, 0x80, 0, 0), fill(n, 't')...)
+	return append(append(s, 0x80, 0, 0), pagetest.Fill(n, 't')...)
 }
 
 // credits is ctl for an honest buffer that returns n credits (n < 8).
@@ -338,100 +342,104 @@ const (
 )
 
 func linkSeeds() []fuzzSeed {
-	ll := func(style int) linkSeed { return newLinkSeed(LowLatency, false, style, 0, false, maxBy250, 15, 8) }
-	ht := func(style int) linkSeed { return newLinkSeed(HighThroughput, false, style, 0, false, maxBy250, 15, 8) }
+	ll := func(style int) linkSeed {
+		return newLinkSeed(LowLatency, false, style, 0, false, pagetest.MaxBy250, 15, 8)
+	}
+	ht := func(style int) linkSeed {
+		return newLinkSeed(HighThroughput, false, style, 0, false, pagetest.MaxBy250, 15, 8)
+	}
 	huge := func(m Mode, style int) linkSeed { return newLinkSeed(m, false, style, 0, true, 0, 15, 8) }
-	onMsg := newLinkSeed(LowLatency, true, 0, 0, false, maxBy250, 15, 8)
-	ok := func(s linkSeed) linkSeed { return s.cont(0, recs("ok")) }
-	hundred := fill(100, 'h')
-	req := (&request{id: 1, tags: []uint64{7}}).marshal()
-	ackb := (&ack{id: 1, incarnation: 2, tags: []uint64{7}, next: []uint64{0}}).marshal()
+	onMsg := newLinkSeed(LowLatency, true, 0, 0, false, pagetest.MaxBy250, 15, 8)
+	ok := func(s linkSeed) linkSeed { return s.cont(0, pagetest.Recs("ok")) }
+	hundred := pagetest.Fill(100, 'h')
+	req := (&wire.Request{ID: 1, Tags: []uint64{7}}).Marshal()
+	ackb := (&wire.Ack{ID: 1, Incarnation: 2, Tags: []uint64{7}, Next: []uint64{0}}).Marshal()
 	garbage := []byte("\x03\x00\xff\xfe garbage that is no header at all \x00\x00\x00\x00")
 	hugeLen := binary.LittleEndian.AppendUint64(nil, 1<<64-1)
 	// A length prefix that lies inside a packed page: it swallows the
 	// records after it, and the next page, which continues nothing, gives
 	// it away.
-	lies := cat(recs("a"), rec(50, fill(10, 'x')), recs("b"))
-	after := header{kind: kindPage, fragLen: uint32(len(recs("next")))}
+	lies := pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(50, pagetest.Fill(10, 'x')), pagetest.Recs("b"))
+	after := wire.Header{Kind: wire.KindPage, FragLen: uint32(len(pagetest.Recs("next")))}
 	return []fuzzSeed{
 		// LowLatency: packed pages.
-		{"one-message", ll(readMessageStyle).cont(0, recs("hello")), io.EOF, 1},
-		{"empty-message", ll(nextMessageStyle).cont(0, recs("", "x")), io.EOF, 2},
-		{"packed", ll(nextMessageStyle).cont(0, recs("a", "bb", "ccc")).cont(credits(2), recs("d", "")), io.EOF, 5},
-		{"spanning", ll(nextMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, hundred).cont(0, cat(hundred, recs("after"))), io.EOF, 3},
-		{"spanning-append", ll(appendMessageStyle).cont(0, rec(300, hundred)).cont(0, hundred).cont(0, hundred), io.EOF, 1},
-		{"spanning-next", ll(nextStyle).cont(0, rec(200, hundred)).cont(0, hundred), io.EOF, 1},
-		{"packed-nextbatch", newLinkSeed(LowLatency, false, nextBatchStyle, 3, false, maxBy250, 15, 8).cont(0, cat(recs("a"), rec(200, hundred))).cont(0, cat(hundred, recs("b", "c", "d", "e"))), io.EOF, 6},
-		{"packed-read-stream", newLinkSeed(LowLatency, false, readStreamStyle, 2, false, maxBy250, 15, 8).cont(0, rec(200, hundred)).cont(0, cat(hundred, recs("tail"))), io.EOF, 0},
-		{"packed-mixed", newLinkSeed(LowLatency, false, mixedStyle, 3, false, maxBy250, 15, 8).cont(0, rec(200, hundred)).cont(0, cat(hundred, recs("", "c"), rec(100, hundred))), io.EOF, 4},
-		{"packed-onmessage", onMsg.cont(0, cat(recs("a", "bb"), rec(300, hundred))).cont(0, hundred).cont(0, cat(hundred, recs("whole", ""))), io.EOF, 5},
-		{"spanning-from-the-end", ll(nextMessageStyle).cont(0, cat(recs("a"), rec(5, nil))).cont(0, cat([]byte("abcde"), recs("z"))), io.EOF, 3},
-		{"spanning-from-the-end-onmessage", onMsg.cont(0, cat(recs("a"), rec(5, nil))).cont(0, cat([]byte("abcde"), recs("z"))), io.EOF, 3},
-		{"cut-short", ll(nextMessageStyle).cont(0, rec(200, hundred)), io.ErrUnexpectedEOF, 0},
-		{"cut-short-onmessage", onMsg.cont(0, cat(recs("a"), rec(200, hundred))), io.ErrUnexpectedEOF, 1},
-		{"at-maximum", ll(appendMessageStyle).cont(0, rec(1000, hundred)).cont(0, fill(900, 'm')), io.EOF, 1},
-		{"above-maximum", ll(readMessageStyle).cont(0, cat(recs("ok"), rec(1001, hundred))), ErrMessageTooLarge, 1},
-		{"above-maximum-onmessage", onMsg.cont(0, cat(recs("ok"), rec(1001, hundred))), ErrMessageTooLarge, 1},
-		{"length-huge", ll(nextMessageStyle).cont(0, cat(recs("ok"), hugeLen, fill(10, 'x'))), ErrMessageTooLarge, 1},
-		{"length-lies-within-huge-max", huge(LowLatency, nextMessageStyle).cont(0, cat(recs("ok"), rec(linkHugeMax, fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
-		{"length-lies-within-huge-max-append", huge(LowLatency, appendMessageStyle).cont(0, rec(linkHugeMax/2, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"length-lies-within-huge-max-next", huge(LowLatency, nextStyle).cont(0, rec(linkHugeMax/4, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"length-lies-within-huge-max-readmessage", huge(LowLatency, readMessageStyle).cont(0, rec(linkHugeMax/8, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"length-lies-within-huge-max-onmessage", newLinkSeed(LowLatency, true, 0, 0, true, 0, 15, 8).cont(0, rec(linkHugeMax, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"length-lies-packed", ll(nextMessageStyle).cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
-		{"length-lies-packed-readmessage", ll(readMessageStyle).cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
-		{"length-lies-packed-onmessage", onMsg.cont(0, lies).raw(after, recs("next")), ErrProtocol, 1},
-		{"continuation-lie", ll(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
-		{"continuation-lie-onmessage", onMsg.cont(0, rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
-		{"continuation-of-nothing", ok(ll(nextMessageStyle)).cont(lieCont, recs("x")), ErrProtocol, 1},
-		{"continuation-above-fraglen", ll(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
-		{"empty-page-inside-message", onMsg.cont(0, rec(300, hundred)).cont(0, nil), ErrProtocol, 0},
-		{"ends-inside-a-length", ll(nextMessageStyle).cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
-		{"ends-inside-a-length-onmessage", onMsg.cont(0, cat(recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
-		{"fraglen-says-more", ok(ll(readMessageStyle)).cont(lieLen, recs("abc")), ErrProtocol, 1},
-		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 2}, recs("abc")), ErrProtocol, 1},
-		{"fraglen-huge", ok(ll(readMessageStyle)).raw(header{kind: kindPage, fragLen: 1<<32 - 1}, recs("x")), ErrProtocol, 1},
-		{"fragment-of-level-2", ok(ll(nextMessageStyle)).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"fragment-of-level-2-onmessage", onMsg.raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 0},
-		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		{"one-message", ll(readMessageStyle).cont(0, pagetest.Recs("hello")), io.EOF, 1},
+		{"empty-message", ll(nextMessageStyle).cont(0, pagetest.Recs("", "x")), io.EOF, 2},
+		{"packed", ll(nextMessageStyle).cont(0, pagetest.Recs("a", "bb", "ccc")).cont(credits(2), pagetest.Recs("d", "")), io.EOF, 5},
+		{"spanning", ll(nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("x"), pagetest.Rec(300, hundred))).cont(0, hundred).cont(0, pagetest.Cat(hundred, pagetest.Recs("after"))), io.EOF, 3},
+		{"spanning-append", ll(appendMessageStyle).cont(0, pagetest.Rec(300, hundred)).cont(0, hundred).cont(0, hundred), io.EOF, 1},
+		{"spanning-next", ll(nextStyle).cont(0, pagetest.Rec(200, hundred)).cont(0, hundred), io.EOF, 1},
+		{"packed-nextbatch", newLinkSeed(LowLatency, false, nextBatchStyle, 3, false, pagetest.MaxBy250, 15, 8).cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(200, hundred))).cont(0, pagetest.Cat(hundred, pagetest.Recs("b", "c", "d", "e"))), io.EOF, 6},
+		{"packed-read-stream", newLinkSeed(LowLatency, false, readStreamStyle, 2, false, pagetest.MaxBy250, 15, 8).cont(0, pagetest.Rec(200, hundred)).cont(0, pagetest.Cat(hundred, pagetest.Recs("tail"))), io.EOF, 0},
+		{"packed-mixed", newLinkSeed(LowLatency, false, mixedStyle, 3, false, pagetest.MaxBy250, 15, 8).cont(0, pagetest.Rec(200, hundred)).cont(0, pagetest.Cat(hundred, pagetest.Recs("", "c"), pagetest.Rec(100, hundred))), io.EOF, 4},
+		{"packed-onmessage", onMsg.cont(0, pagetest.Cat(pagetest.Recs("a", "bb"), pagetest.Rec(300, hundred))).cont(0, hundred).cont(0, pagetest.Cat(hundred, pagetest.Recs("whole", ""))), io.EOF, 5},
+		{"spanning-from-the-end", ll(nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(5, nil))).cont(0, pagetest.Cat([]byte("abcde"), pagetest.Recs("z"))), io.EOF, 3},
+		{"spanning-from-the-end-onmessage", onMsg.cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(5, nil))).cont(0, pagetest.Cat([]byte("abcde"), pagetest.Recs("z"))), io.EOF, 3},
+		{"cut-short", ll(nextMessageStyle).cont(0, pagetest.Rec(200, hundred)), io.ErrUnexpectedEOF, 0},
+		{"cut-short-onmessage", onMsg.cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(200, hundred))), io.ErrUnexpectedEOF, 1},
+		{"at-maximum", ll(appendMessageStyle).cont(0, pagetest.Rec(1000, hundred)).cont(0, pagetest.Fill(900, 'm')), io.EOF, 1},
+		{"above-maximum", ll(readMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("ok"), pagetest.Rec(1001, hundred))), ErrMessageTooLarge, 1},
+		{"above-maximum-onmessage", onMsg.cont(0, pagetest.Cat(pagetest.Recs("ok"), pagetest.Rec(1001, hundred))), ErrMessageTooLarge, 1},
+		{"length-huge", ll(nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("ok"), hugeLen, pagetest.Fill(10, 'x'))), ErrMessageTooLarge, 1},
+		{"length-lies-within-huge-max", huge(LowLatency, nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("ok"), pagetest.Rec(linkHugeMax, pagetest.Fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
+		{"length-lies-within-huge-max-append", huge(LowLatency, appendMessageStyle).cont(0, pagetest.Rec(linkHugeMax/2, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-next", huge(LowLatency, nextStyle).cont(0, pagetest.Rec(linkHugeMax/4, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-readmessage", huge(LowLatency, readMessageStyle).cont(0, pagetest.Rec(linkHugeMax/8, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-within-huge-max-onmessage", newLinkSeed(LowLatency, true, 0, 0, true, 0, 15, 8).cont(0, pagetest.Rec(linkHugeMax, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"length-lies-packed", ll(nextMessageStyle).cont(0, lies).raw(after, pagetest.Recs("next")), ErrProtocol, 1},
+		{"length-lies-packed-readmessage", ll(readMessageStyle).cont(0, lies).raw(after, pagetest.Recs("next")), ErrProtocol, 1},
+		{"length-lies-packed-onmessage", onMsg.cont(0, lies).raw(after, pagetest.Recs("next")), ErrProtocol, 1},
+		{"continuation-lie", ll(nextMessageStyle).cont(0, pagetest.Rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
+		{"continuation-lie-onmessage", onMsg.cont(0, pagetest.Rec(300, hundred)).cont(lieCont, hundred), ErrProtocol, 0},
+		{"continuation-of-nothing", ok(ll(nextMessageStyle)).cont(lieCont, pagetest.Recs("x")), ErrProtocol, 1},
+		{"continuation-above-fraglen", ll(nextMessageStyle).cont(0, pagetest.Rec(300, hundred)).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 200}, pagetest.Fill(5, 'x')), ErrProtocol, 0},
+		{"empty-page-inside-message", onMsg.cont(0, pagetest.Rec(300, hundred)).cont(0, nil), ErrProtocol, 0},
+		{"ends-inside-a-length", ll(nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
+		{"ends-inside-a-length-onmessage", onMsg.cont(0, pagetest.Cat(pagetest.Recs("ok"), []byte{1, 2, 3})), ErrProtocol, 1},
+		{"fraglen-says-more", ok(ll(readMessageStyle)).cont(lieLen, pagetest.Recs("abc")), ErrProtocol, 1},
+		{"fraglen-says-less", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindPage, FragLen: 2}, pagetest.Recs("abc")), ErrProtocol, 1},
+		{"fraglen-huge", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindPage, FragLen: 1<<32 - 1}, pagetest.Recs("x")), ErrProtocol, 1},
+		{"fragment-of-level-2", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"fragment-of-level-2-onmessage", onMsg.raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 0},
+		{"tagged-on-lowlatency", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindTagged, FragLen: 25}, pagetest.Cat(pagetest.Rec(1, nil), pagetest.Fill(16, 0), []byte("x"))), ErrProtocol, 1},
 		// Credits.
-		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 1).cont(credits(7), recs("a")).raw(header{kind: kindCredit}, nil), io.EOF, 1},
-		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 7, 8).cont(0, recs("a")).raw(header{kind: kindCredit, credits: 1}, nil), ErrProtocol, 1},
-		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, maxBy250, 3, 0).cont(credits(4), recs("a")).cont(credits(1), recs("b")), ErrProtocol, 1},
-		{"credits-max", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, credits: 1<<16 - 1}, nil), ErrProtocol, 1},
-		{"credits-on-page-overflow", newLinkSeed(HighThroughput, false, nextMessageStyle, 0, false, maxBy250, 3, 4).cont(credits(1), recs("a")), ErrProtocol, 0},
-		{"credit-with-payload", ok(ll(readMessageStyle)).raw(header{kind: kindCredit, fragLen: 5}, []byte("12345")).cont(0, recs("b")), io.EOF, 2},
+		{"credits-returned", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, pagetest.MaxBy250, 7, 1).cont(credits(7), pagetest.Recs("a")).raw(wire.Header{Kind: wire.KindCredit}, nil), io.EOF, 1},
+		{"credits-overflow", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, pagetest.MaxBy250, 7, 8).cont(0, pagetest.Recs("a")).raw(wire.Header{Kind: wire.KindCredit, Credits: 1}, nil), ErrProtocol, 1},
+		{"credits-overflow-on-data", newLinkSeed(LowLatency, false, readMessageStyle, 0, false, pagetest.MaxBy250, 3, 0).cont(credits(4), pagetest.Recs("a")).cont(credits(1), pagetest.Recs("b")), ErrProtocol, 1},
+		{"credits-max", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindCredit, Credits: 1<<16 - 1}, nil), ErrProtocol, 1},
+		{"credits-on-page-overflow", newLinkSeed(HighThroughput, false, nextMessageStyle, 0, false, pagetest.MaxBy250, 3, 4).cont(credits(1), pagetest.Recs("a")), ErrProtocol, 0},
+		{"credit-with-payload", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindCredit, FragLen: 5}, []byte("12345")).cont(0, pagetest.Recs("b")), io.EOF, 2},
 		// FIN.
-		{"fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil), io.EOF, 1},
-		{"fin-half-close", ok(ll(readStreamStyle)).raw(header{kind: kindFin, flags: flagLast | flagHalfClose}, nil), io.EOF, 0},
-		{"fin-twice", ok(ll(readMessageStyle)).raw(header{kind: kindFin}, nil).raw(header{kind: kindFin, flags: flagHalfClose}, nil), io.EOF, 1},
-		{"data-after-fin", ok(ll(readMessageStyle)).raw(header{kind: kindFin, flags: flagLast}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
-		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(header{kind: kindFin, flags: flagHalfClose}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
-		{"fin-inside-message", ll(nextMessageStyle).cont(0, rec(200, hundred)).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
-		{"page-after-fin", ht(nextMessageStyle).cont(0, recs("ok")).raw(header{kind: kindFin}, nil).cont(0, recs("zombie")), ErrProtocol, 1},
+		{"fin", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.EOF, 1},
+		{"fin-half-close", ok(ll(readStreamStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast | wire.FlagHalfClose}, nil), io.EOF, 0},
+		{"fin-twice", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin}, nil).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagHalfClose}, nil), io.EOF, 1},
+		{"data-after-fin", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil).cont(0, pagetest.Recs("zombie")), ErrProtocol, 1},
+		{"data-after-half-close", ok(ll(nextMessageStyle)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagHalfClose}, nil).cont(0, pagetest.Recs("zombie")), ErrProtocol, 1},
+		{"fin-inside-message", ll(nextMessageStyle).cont(0, pagetest.Rec(200, hundred)).raw(wire.Header{Kind: wire.KindFin, Flags: wire.FlagLast}, nil), io.ErrUnexpectedEOF, 0},
+		{"page-after-fin", ht(nextMessageStyle).cont(0, pagetest.Recs("ok")).raw(wire.Header{Kind: wire.KindFin}, nil).cont(0, pagetest.Recs("zombie")), ErrProtocol, 1},
 		// Kinds.
-		{"kind-zero", ok(ll(readMessageStyle)).raw(header{kind: 0, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"kind-unknown", ok(ll(readMessageStyle)).raw(header{kind: 9, flags: flagLast}, nil), ErrProtocol, 1},
-		{"kind-255", ok(ll(readMessageStyle)).raw(header{kind: 255, fragLen: 1}, []byte("x")), ErrProtocol, 1},
-		{"subscribe-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindSubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
-		{"unsubscribe-at-conn", ht(readMessageStyle).cont(0, recs("ok")).raw(header{kind: kindUnsubscribe, flags: flagLast, fragLen: uint32(len(req)), msgLen: uint64(len(req))}, req), ErrProtocol, 1},
-		{"ack-at-conn", ok(ll(readMessageStyle)).raw(header{kind: kindAck, flags: flagLast, fragLen: uint32(len(ackb)), msgLen: uint64(len(ackb))}, ackb), ErrProtocol, 1},
+		{"kind-zero", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 0, Flags: wire.FlagLast, FragLen: 3, MsgLen: 3}, []byte("abc")), ErrProtocol, 1},
+		{"kind-unknown", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 9, Flags: wire.FlagLast}, nil), ErrProtocol, 1},
+		{"kind-255", ok(ll(readMessageStyle)).raw(wire.Header{Kind: 255, FragLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"subscribe-at-conn", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindSubscribe, Flags: wire.FlagLast, FragLen: uint32(len(req)), MsgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"unsubscribe-at-conn", ht(readMessageStyle).cont(0, pagetest.Recs("ok")).raw(wire.Header{Kind: wire.KindUnsubscribe, Flags: wire.FlagLast, FragLen: uint32(len(req)), MsgLen: uint64(len(req))}, req), ErrProtocol, 1},
+		{"ack-at-conn", ok(ll(readMessageStyle)).raw(wire.Header{Kind: wire.KindAck, Flags: wire.FlagLast, FragLen: uint32(len(ackb)), MsgLen: uint64(len(ackb))}, ackb), ErrProtocol, 1},
 		{"truncated-header", ok(ll(readMessageStyle)).truncated(8), ErrProtocol, 1},
 		{"empty-buffer", ok(ll(readMessageStyle)).truncated(0), ErrProtocol, 1},
 		{"garbage", ok(ll(readMessageStyle)).cont(0x80, garbage), ErrProtocol, 1},
 		// HighThroughput pages.
-		{"ht-records", ht(nextMessageStyle).cont(0, recs("a", "", "bb")).cont(credits(3), recs("c")), io.EOF, 4},
-		{"ht-split", ht(appendMessageStyle).cont(0, cat(recs("x"), rec(300, hundred))).cont(0, cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
-		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, rec(300, hundred)).cont(lieCont, fill(200, 'n')), ErrProtocol, 0},
-		{"ht-fraglen-lie", ht(nextMessageStyle).cont(0, recs("a")).cont(lieLen, recs("b")), ErrProtocol, 1},
-		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, rec(300, hundred)).raw(header{kind: kindPage, fragLen: 5, msgLen: 200}, fill(5, 'x')), ErrProtocol, 0},
-		{"ht-data-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindData, flags: flagLast, fragLen: 1, msgLen: 1}, []byte("x")), ErrProtocol, 1},
-		{"ht-tagged-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindTagged, fragLen: 25}, cat(rec(1, nil), fill(16, 0), []byte("x"))), ErrProtocol, 1},
-		{"ht-record-above-max", ht(nextMessageStyle).cont(0, cat(recs("a"), rec(1001, nil))), ErrMessageTooLarge, 1},
-		{"ht-record-lies-within-huge-max", huge(HighThroughput, nextMessageStyle).cont(0, cat(recs("a"), rec(linkHugeMax, fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
-		{"ht-record-lies-within-huge-max-next", huge(HighThroughput, nextStyle).cont(0, rec(linkHugeMax/2, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"ht-record-lies-within-huge-max-append", huge(HighThroughput, appendMessageStyle).cont(0, rec(linkHugeMax/4, fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
-		{"ht-control-kind", ht(nextMessageStyle).cont(0, recs("a")).raw(header{kind: kindSubscribe, fragLen: uint32(len(req))}, req), ErrProtocol, 1},
+		{"ht-records", ht(nextMessageStyle).cont(0, pagetest.Recs("a", "", "bb")).cont(credits(3), pagetest.Recs("c")), io.EOF, 4},
+		{"ht-split", ht(appendMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("x"), pagetest.Rec(300, hundred))).cont(0, pagetest.Cat(pagetest.Fill(200, 'n'), pagetest.Recs("y"))), io.EOF, 3},
+		{"ht-continuation-lie", ht(nextMessageStyle).cont(0, pagetest.Rec(300, hundred)).cont(lieCont, pagetest.Fill(200, 'n')), ErrProtocol, 0},
+		{"ht-fraglen-lie", ht(nextMessageStyle).cont(0, pagetest.Recs("a")).cont(lieLen, pagetest.Recs("b")), ErrProtocol, 1},
+		{"ht-continuation-above-fraglen", ht(nextMessageStyle).cont(0, pagetest.Rec(300, hundred)).raw(wire.Header{Kind: wire.KindPage, FragLen: 5, MsgLen: 200}, pagetest.Fill(5, 'x')), ErrProtocol, 0},
+		{"ht-data-kind", ht(nextMessageStyle).cont(0, pagetest.Recs("a")).raw(wire.Header{Kind: wire.KindData, Flags: wire.FlagLast, FragLen: 1, MsgLen: 1}, []byte("x")), ErrProtocol, 1},
+		{"ht-tagged-kind", ht(nextMessageStyle).cont(0, pagetest.Recs("a")).raw(wire.Header{Kind: wire.KindTagged, FragLen: 25}, pagetest.Cat(pagetest.Rec(1, nil), pagetest.Fill(16, 0), []byte("x"))), ErrProtocol, 1},
+		{"ht-record-above-max", ht(nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(1001, nil))), ErrMessageTooLarge, 1},
+		{"ht-record-lies-within-huge-max", huge(HighThroughput, nextMessageStyle).cont(0, pagetest.Cat(pagetest.Recs("a"), pagetest.Rec(linkHugeMax, pagetest.Fill(10, 'x')))), io.ErrUnexpectedEOF, 1},
+		{"ht-record-lies-within-huge-max-next", huge(HighThroughput, nextStyle).cont(0, pagetest.Rec(linkHugeMax/2, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"ht-record-lies-within-huge-max-append", huge(HighThroughput, appendMessageStyle).cont(0, pagetest.Rec(linkHugeMax/4, pagetest.Fill(10, 'x'))), io.ErrUnexpectedEOF, 0},
+		{"ht-control-kind", ht(nextMessageStyle).cont(0, pagetest.Recs("a")).raw(wire.Header{Kind: wire.KindSubscribe, FragLen: uint32(len(req))}, req), ErrProtocol, 1},
 	}
 }
 

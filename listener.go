@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -37,7 +38,7 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 // listenConns is Listen and ListenConfig.Listen.
 func listenConns(ctx context.Context, network, address string, opts []Option) (*Listener, error) {
 	var l *Listener
-	_, _, err := listenContext(ctx, "listen", network, address, opts, roleConn, func(ac *acceptor, cfg Config) acceptorOwner {
+	_, _, err := listenContext(ctx, "listen", network, address, opts, wire.RoleConn, func(ac *acceptor, cfg Config) acceptorOwner {
 		l = &Listener{ac: ac, eng: ac.eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
 		return l
 	})
@@ -50,13 +51,13 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 
 // admit accepts a request while the backlog has room and the process
 // can afford the connection's buffers; on the reactor.
-func (l *Listener) admit(req *ofi.Info, h hello) []byte {
+func (l *Listener) admit(req *ofi.Info, h wire.Hello) []byte {
 	if len(l.accepted)+l.pending >= cap(l.accepted) {
 		l.ac.stats.rejectedFull.Add(1)
 		logRejected(l.ac.logger, l.ac.network, l.ac.addr, "backlog full")
 		return rejectData
 	}
-	lc := linkConfigOf(&l.cfg)
+	lc := newLinkConfig(wire.RoleConn, &l.cfg)
 	if !l.ac.affords(&lc, h) {
 		return rejectLimitData
 	}

@@ -26,7 +26,7 @@ func checkLockedMemory(info *ofi.Info, cfg *Config) error {
 		return nil
 	}
 	need := 2 * int64(cfg.BufferSize) * int64(cfg.Window)
-	return lockedMemoryError(info.Provider(), need, RegisteredMemory(), maxRegistered(), lim.Cur)
+	return lockedMemoryError(info.Provider(), need, RegisteredMemory(), registered.Limit(), lim.Cur)
 }
 
 // lockedMemoryError is the error of a connection that registers need

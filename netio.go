@@ -74,6 +74,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netio-go/netio/internal/budget"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
 )
 
@@ -267,11 +269,11 @@ func provider(network string) string {
 var (
 	// ErrMessageTooLarge is returned by Write for a message above the
 	// connection's maximum, and closes a connection whose peer sends one.
-	ErrMessageTooLarge = errors.New("netio: message too large")
+	ErrMessageTooLarge = wire.ErrMessageTooLarge
 	// ErrProtocol closes a connection whose peer broke the wire protocol
 	// (a truncated or lying header, an unknown control message, credits it
 	// was never owed).
-	ErrProtocol = errors.New("netio: protocol violation")
+	ErrProtocol = wire.ErrProtocol
 	// ErrRejected is returned by Dial when the listener refused the
 	// connection: its backlog was full, it holds Config.MaxConns
 	// connections, it could not afford the connection's memory or
@@ -283,7 +285,7 @@ var (
 	// ErrMemoryLimit is returned by Dial, and counted by a Listener, when
 	// a connection's registered buffers would take the process past
 	// MaxRegisteredMemory.
-	ErrMemoryLimit = errors.New("netio: registered memory limit reached")
+	ErrMemoryLimit = budget.ErrLimit
 	// ErrWouldBlock is returned by TryWrite when the message does not fit
 	// in the free send buffers (NetIO's AGAIN), and by a Write made from
 	// Config.OnMessage (on the reactor) when the peer has no room: waiting
@@ -300,3 +302,27 @@ var (
 	// on a dead connection. A subscription reconnects after it.
 	ErrPeerTimeout = errors.New("netio: peer not heard from")
 )
+
+// registered is the process's registered memory: Config bounds one
+// connection (MaxConnMemory); this bounds them all.
+var registered budget.Budget
+
+// SetMaxRegisteredMemory sets the most memory, in bytes, that the
+// process's connections may register together, and returns the previous
+// limit. A connection whose buffers would go past it is not made: Dial
+// fails with ErrMemoryLimit, and a Listener or Publisher rejects the
+// request at the handshake (ErrRejected at the dialer) before allocating
+// anything. Connections already made are not affected. A negative n
+// changes nothing, so SetMaxRegisteredMemory(-1) reads the limit.
+//
+// The default is half the machine's physical memory (as sysinfo(2)
+// reports it): registered buffers become resident as peers fill them, and
+// the process needs memory besides. With the LowLatency defaults a
+// connection registers 8 MiB, so 4 GiB holds 512 of them.
+func SetMaxRegisteredMemory(n int64) int64 {
+	return registered.SetLimit(n)
+}
+
+// RegisteredMemory returns how many bytes the process's connections have
+// registered now.
+func RegisteredMemory() int64 { return registered.Used() }

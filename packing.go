@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Packing is how a LowLatency connection batches by itself, the way
 // ZeroMQ does, without a flush timer. Its buffers are pages of
-// length-prefixed records (page.go), sealed by this rule:
+// length-prefixed records (internal/page), sealed by this rule:
 //
 //   - A message written while every buffer sealed before it has completed
 //     (the link is idle) is sealed and sent at once: a lone message waits
@@ -15,12 +15,9 @@ import "sync/atomic"
 //     post the buffer (nothing sealed waits and a credit is free): then it
 //     seals it (sealOpen) and posts everything queued as one fabric send.
 //
-// So each fi_send (5-7 µs on tcp here) carries what was written while the
-// previous one was going out, and a stream of small messages costs a send
-// per batch rather than per message: 64 B, cross-process (make compare's
-// netio row, 4 runs each, binaries alternated on a loaded 2-core VM,
-// 2026-11-23), 29-45k msg/s before, 3.2-9.1M after, against Go TCP's
-// 107-182k in the same runs; the lone round trip did not get slower.
+// So each fi_send carries what was written while the previous one was
+// going out, and a stream of small messages costs a send per batch rather
+// than per message (docs/decisions/2026-11-23-packing.md).
 //
 // The reactor never waits for a writer: it enters the send gate with one
 // CAS, and when a writer is inside it leaves want set instead, which the
@@ -62,7 +59,7 @@ func (s *sender) sealed() {
 // for it while the writer was inside.
 // Write's fast path spells it out, as a call to unlock does not inline.
 func (s *sender) unlock() {
-	s.gate.unlock()
+	s.gate.Unlock()
 	if s.pack && s.want.Load() {
 		s.sealWanted()
 	}
@@ -72,12 +69,12 @@ func (s *sender) unlock() {
 // someone else took the gate in between: a writer sees want on its own way
 // out, the reactor seals.
 func (s *sender) sealWanted() {
-	for s.want.Load() && s.gate.tryLock() {
+	for s.want.Load() && s.gate.TryLock() {
 		if s.want.Load() && s.open {
 			s.publish(flushFull)
 		}
 		s.want.Store(false)
-		s.gate.unlock()
+		s.gate.Unlock()
 	}
 }
 
@@ -86,12 +83,12 @@ func (s *sender) sealOpen() {
 		return
 	}
 	s.want.Store(true)
-	if !s.gate.tryReactor() {
+	if !s.gate.TryReactor() {
 		return // the writer inside seals on its way out
 	}
 	if s.open {
 		s.seal(flushFull)
 	}
 	s.want.Store(false)
-	s.gate.unlock()
+	s.gate.Unlock()
 }

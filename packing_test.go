@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/page/pagetest"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The packing rule (packing.go) on a Conn reduced to its buffers, as in
@@ -21,10 +24,10 @@ import (
 func newPackingConn(t testing.TB, bufCap, slots, maxSend int) *Conn {
 	c := newFuzzConn(t, maxSend)
 	l, s := c.link, &c.send
-	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+bufCap)), bufSize: headerSize + bufCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
-	s.frames = packedPages.writer(bufCap)
+	l.tx = sendQueue{mem: make([]byte, slots*(wire.HeaderSize+bufCap)), bufSize: wire.HeaderSize + bufCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	s.frames = page.Packed.Writer(bufCap)
 	s.maxSend = maxSend
-	s.pack = s.frames.packs()
+	s.pack = s.frames.Packs()
 	l.packed = s
 	return c
 }
@@ -32,13 +35,13 @@ func newPackingConn(t testing.TB, bufCap, slots, maxSend int) *Conn {
 // decodePages reads pages back with a LowLatency reader and returns the
 // messages and how reading ended.
 func decodePages(t *testing.T, pages [][]byte, maxMsg uint64) ([][]byte, error) {
-	bufSize := headerSize + 1
+	bufSize := wire.HeaderSize + 1
 	for _, p := range pages {
 		bufSize = max(bufSize, len(p))
 	}
 	c := newReadingConn(t, len(pages), bufSize, maxMsg)
-	c.link.frames = packedPages.checker(maxMsg)
-	c.recv.frames = packedPages.reader()
+	c.link.cfg.framing = page.Packed
+	c.recv.frames = page.Packed.Reader()
 	pushed := deliver(c, pages, false)
 	r, held := readAll(t, c, readMessageStyle, 1024, 2*len(pages)+1000)
 	finish(t, c, held, false, pushed)
@@ -122,7 +125,7 @@ func TestPackingWriterSealsForTheReactor(t *testing.T) {
 	c := newPackingConn(t, 256, 4, 1<<20)
 	s, q := &c.send, &c.link.tx
 	write(t, c, "first", "queued")
-	s.gate.lock() // a writer inside
+	s.gate.Lock() // a writer inside
 	c.link.packed.sealOpen()
 	if !s.open || q.head.Load() != 1 {
 		t.Fatalf("the reactor sealed with a writer inside the gate")
@@ -158,7 +161,7 @@ func TestPackingRoundTrip(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
-			bufCap := prefixSize + rng.IntN(300)
+			bufCap := page.PrefixSize + rng.IntN(300)
 			// Enough buffers for the largest message: Write waits for
 			// none, as nothing would free them.
 			c := newPackingConn(t, bufCap, 5+rng.IntN(3), 1<<20)
@@ -214,25 +217,25 @@ func TestPackingRoundTrip(t *testing.T) {
 // before it (the fuzz seeds length-lies-packed* cover the same with every
 // read style).
 func TestPackedLyingLength(t *testing.T) {
-	page := func(cont uint64, payload []byte) []byte {
-		b := make([]byte, headerSize+len(payload))
-		putHeader(b, header{kind: kindPage, fragLen: uint32(len(payload)), msgLen: cont})
-		copy(b[headerSize:], payload)
+	pageOf := func(cont uint64, payload []byte) []byte {
+		b := make([]byte, wire.HeaderSize+len(payload))
+		wire.PutHeader(b, wire.Header{Kind: wire.KindPage, FragLen: uint32(len(payload)), MsgLen: cont})
+		copy(b[wire.HeaderSize:], payload)
 		return b
 	}
 	bad := [][]byte{
-		page(0, cat(recs("a", "bb"), rec(50, fill(10, 'x')), recs("c"))),
-		page(0, recs("next")),
+		pageOf(0, pagetest.Cat(pagetest.Recs("a", "bb"), pagetest.Rec(50, pagetest.Fill(10, 'x')), pagetest.Recs("c"))),
+		pageOf(0, pagetest.Recs("next")),
 	}
 	msgs, err := decodePages(t, bad, 1000)
 	if !errors.Is(err, ErrProtocol) || len(msgs) != 2 {
 		t.Fatalf("reader: %d messages, then %v; want 2, then ErrProtocol", len(msgs), err)
 	}
 	var got []string
-	d := hereReader{r: packedPages.reader(), pos: cursor{max: 1000}}
+	d := page.NewInlineReader(page.Packed, 1000)
 	for _, p := range bad {
-		h := readHeader(p)
-		if err = d.deliver(p[headerSize:], h, func(m []byte) { got = append(got, string(m)) }); err != nil {
+		h := wire.ReadHeader(p)
+		if err = d.Deliver(p[wire.HeaderSize:], h, func(m []byte) { got = append(got, string(m)) }); err != nil {
 			break
 		}
 	}

@@ -2,21 +2,23 @@ package netio
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"unsafe"
 
+	"github.com/netio-go/netio/internal/lifecycle"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/page/pagetest"
+	"github.com/netio-go/netio/internal/ring"
+	"github.com/netio-go/netio/internal/seedcorpus"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
 )
 
@@ -29,17 +31,17 @@ import (
 // FIN and shutdown end it) before the reads start, so no read ever parks:
 // a read that would wait returns the end of the stream instead.
 //
-// FuzzPageDecoder builds the received buffers from the input, lying
-// headers and lengths included, and holds the Conn to pageModel, a plain
-// decoder written from the wire format's description. FuzzPageRoundTrip
+// FuzzPageDecoder builds the received buffers from the input
+// (pagetest.ParseInput), lying headers and lengths included, and holds the
+// Conn to pagetest.Model, a plain decoder written from the wire format's
+// description. The page decoders themselves are fuzzed on bare bytes in
+// internal/page; these targets hold the Conn's reads, lending and buffer
+// returns to the same model. FuzzPageRoundTrip
 // writes messages derived from the input with the Conn's own Write,
-// TryWrite and Flush (writePage, pageWriter), and reads them back.
+// TryWrite and Flush (page.Writer), and reads them back.
 //
-// The seeds are in testdata/fuzz/<Target>; TestPageFuzzSeeds rebuilds them
-// from the tables below, checks that each one ends the way its name says,
-// and rewrites the files with -update-page-seeds.
-
-var updatePageSeeds = flag.Bool("update-page-seeds", false, "rewrite testdata/fuzz/FuzzPage* from the seed tables")
+// The seeds are in testdata/fuzz/<Target>; TestPageFuzzSeeds checks them
+// (internal/seedcorpus).
 
 // closedReactor is a reactor that was stopped at once: Submit and
 // SubmitFunc return ErrClosed without running anything.
@@ -69,7 +71,7 @@ func newFuzzConn(t testing.TB, maxMsg int) *Conn {
 	}
 	l := c.link
 	t.Cleanup(func() { l.rx.wake.close(); l.tx.wake.close() })
-	l.life.move(linkOpen)
+	l.life.Move(lifecycle.Open)
 	l.sizes.maxSend, l.sizes.maxRecv = maxMsg, uint64(maxMsg)
 	return c
 }
@@ -83,15 +85,14 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 	// What no page covers holds a pattern, so that bytes read from
 	// outside a page do not pass for the zeros of a fresh buffer.
 	l.rx = recvQueue{mem: bytes.Repeat([]byte{0xa5}, n*bufSize), bufSize: bufSize, wake: l.rx.wake,
-		ready: newSPSCRing(n), free: newSPSCRing(n), refs: make([]atomic.Int32, n), kickAt: 1}
+		ready: ring.New(n), free: ring.New(n), refs: make([]atomic.Int32, n), kickAt: 1}
 	l.rxReclaim = make([]uint32, 0, n)
 	// Credits are not what these targets test: any the pages return fit.
-	l.credit.reset(math.MaxInt32, n)
-	l.credit.credits = 0
+	l.credit.Reset(math.MaxInt32, n)
+	l.credit.Hold(0)
 	l.sizes.maxRecv = maxMsg
-	l.frames = plainPages.checker(maxMsg)
-	c.recv.frames = plainPages.reader()
-	c.recv.pos.max = maxMsg
+	c.recv.frames = page.Plain.Reader()
+	c.recv.pos.Max = maxMsg
 	c.recv.spares.limit = 4 * bufSize
 	return c
 }
@@ -105,40 +106,40 @@ func newReadingConn(t testing.TB, n, bufSize int, maxMsg uint64) *Conn {
 func deliver(c *Conn, bufs [][]byte, bypass bool) (pushed []uint32) {
 	l := c.link
 	for i, b := range bufs {
-		if l.life.ended.Load() {
+		if l.life.Ended() {
 			break
 		}
 		slot := uint32(i)
 		copy(l.rx.mem[i*l.rx.bufSize:], b)
-		if bypass && len(b) >= headerSize {
-			if h := readHeader(b); (h.kind == kindPage || h.kind == kindTagged) && uint64(h.fragLen)+headerSize == uint64(len(b)) && h.msgLen > uint64(h.fragLen) {
-				l.rx.ready.push(slot)
+		if bypass && len(b) >= wire.HeaderSize {
+			if h := wire.ReadHeader(b); (h.Kind == wire.KindPage || h.Kind == wire.KindTagged) && uint64(h.FragLen)+wire.HeaderSize == uint64(len(b)) && h.MsgLen > uint64(h.FragLen) {
+				l.rx.ready.Push(slot)
 				pushed = append(pushed, slot)
 				continue
 			}
 		}
-		before := l.rx.ready.len()
+		before := l.rx.ready.Len()
 		l.onRecv(slot, uint64(len(b)))
-		if l.rx.ready.len() > before {
+		if l.rx.ready.Len() > before {
 			pushed = append(pushed, slot)
 		}
 	}
-	if !l.life.ended.Load() {
+	if !l.life.Ended() {
 		l.fail(io.EOF)
 	}
 	return pushed
 }
 
-// The ways the targets read.
+// The ways the targets read (pagetest's styles).
 const (
-	readMessageStyle   = iota // ReadMessage, AppendMessage for what does not fit
-	nextMessageStyle          // NextMessage, holding every message to the end
-	appendMessageStyle        // AppendMessage after a prefix
-	readStreamStyle           // Read, size+1 bytes at a time
-	nextStyle                 // Next, copied at once: valid until the next read
-	nextBatchStyle            // NextBatch, size+1 messages at most
-	mixedStyle                // the message styles in turn, in an order size sets
-	readStyles
+	readMessageStyle   = pagetest.ReadMessageStyle
+	nextMessageStyle   = pagetest.NextMessageStyle
+	appendMessageStyle = pagetest.AppendMessageStyle
+	readStreamStyle    = pagetest.ReadStreamStyle
+	nextStyle          = pagetest.NextStyle
+	nextBatchStyle     = pagetest.NextBatchStyle
+	mixedStyle         = pagetest.MixedStyle
+	readStyles         = pagetest.ReadStyles
 )
 
 var mixedStyles = []int{readMessageStyle, nextMessageStyle, appendMessageStyle, nextStyle, nextBatchStyle}
@@ -291,9 +292,9 @@ func checkInRx(t *testing.T, c *Conn, b []byte) {
 	}
 	slot := int(at-base) / rx.bufSize
 	off := int(at-base) - slot*rx.bufSize
-	h := readHeader(rx.mem[slot*rx.bufSize:])
-	if off < headerSize || off+len(b) > headerSize+int(h.fragLen) {
-		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, headerSize, headerSize+int(h.fragLen))
+	h := wire.ReadHeader(rx.mem[slot*rx.bufSize:])
+	if off < wire.HeaderSize || off+len(b) > wire.HeaderSize+int(h.FragLen) {
+		t.Fatalf("message of %d bytes at %d of receive buffer %d, whose payload is bytes %d to %d", len(b), off, slot, wire.HeaderSize, wire.HeaderSize+int(h.FragLen))
 	}
 }
 
@@ -311,11 +312,11 @@ func checkInPage(t *testing.T, c *Conn, m Message) {
 		t.Fatalf("Message from receive buffer %d of %d", m.slot, len(rx.refs))
 	}
 	off := int(m.slot) * rx.bufSize
-	h := readHeader(rx.mem[off:])
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem))) + uintptr(off+headerSize)
+	h := wire.ReadHeader(rx.mem[off:])
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(rx.mem))) + uintptr(off+wire.HeaderSize)
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(m.b)))
-	if at < base || at+uintptr(len(m.b)) > base+uintptr(h.fragLen) {
-		t.Fatalf("Message of %d bytes at %d of page %d, whose payload is %d bytes", len(m.b), int64(at)-int64(base), m.slot, h.fragLen)
+	if at < base || at+uintptr(len(m.b)) > base+uintptr(h.FragLen) {
+		t.Fatalf("Message of %d bytes at %d of page %d, whose payload is %d bytes", len(m.b), int64(at)-int64(base), m.slot, h.FragLen)
 	}
 }
 
@@ -325,9 +326,9 @@ func checkInPage(t *testing.T, c *Conn, m Message) {
 // goes back exactly once, or is still waiting to be read.
 func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed []uint32) {
 	freed := map[uint32]int{}
-	drain := func(r *spscRing) {
+	drain := func(r *ring.SPSC) {
 		for {
-			s, ok := r.pop()
+			s, ok := r.Pop()
 			if !ok {
 				return
 			}
@@ -373,21 +374,7 @@ func finish(t *testing.T, c *Conn, held []heldMessage, closeFirst bool, pushed [
 }
 
 // errorClass names the sentinel an error that ends reading stands for.
-func errorClass(err error) string {
-	switch {
-	case err == nil:
-		return "none"
-	case err == io.EOF:
-		return "EOF"
-	case errors.Is(err, ErrMessageTooLarge) && !errors.Is(err, ErrProtocol):
-		return "ErrMessageTooLarge"
-	case errors.Is(err, ErrProtocol) && !errors.Is(err, ErrMessageTooLarge):
-		return "ErrProtocol"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "ErrUnexpectedEOF"
-	}
-	return fmt.Sprintf("unexpected %T %v", err, err)
-}
+func errorClass(err error) string { return pagetest.ErrorClass(err) }
 
 // checkEnd checks the error that ended reading against the expected one:
 // io.EOF itself, the others wrapped in a *net.OpError.
@@ -404,255 +391,40 @@ func checkEnd(t *testing.T, got, want error) {
 // ---------------------------------------------------------------------------
 // FuzzPageDecoder
 
-// pageModel decodes received buffers the plain way, from the input's own
-// bytes: the reference the Conn is held to. It applies the reactor's
-// checks (header length, kind, FIN) and then the page format: the
-// continuation count must be what is left of the previous page's last
-// message (capped by the payload), then records follow, each an 8-byte
-// length no larger than max and that many bytes, the last one possibly
-// going on in the next page. With tagged set, it decodes tagged pages
-// instead (FuzzTaggedPages): a record's length is followed by its tag and
-// sequence number.
-type pageModel struct {
-	max    uint64
-	tagged bool
-	fin    bool
-	inMsg  bool   // a message goes on in the next page
-	left   uint64 // its bytes still to come
-	cur    []byte
-	curTag [2]uint64   // its tag and sequence number, on tagged pages
-	msgs   [][]byte    // whole messages
-	tags   [][2]uint64 // their tags and sequence numbers, on tagged pages
-	stream []byte      // every message byte, the unfinished message's included
-	err    error       // the first violation
-}
-
-// kind is the kind of the pages the model decodes.
-func (m *pageModel) kind() uint8 {
-	if m.tagged {
-		return kindTagged
-	}
-	return kindPage
-}
-
-// prefix is how many bytes come before a record's message.
-func (m *pageModel) prefix() int {
-	if m.tagged {
-		return taggedPrefixSize
-	}
-	return prefixSize
-}
-
-// continuation is what an honest sender puts in the header of the next
-// page if it carries n bytes of payload.
-func (m *pageModel) continuation(n int) uint64 {
-	if !m.inMsg {
-		return 0
-	}
-	return min(m.left, uint64(n))
-}
-
-func (m *pageModel) receive(b []byte) {
-	if m.err != nil {
-		return
-	}
-	if len(b) < headerSize {
-		m.err = ErrProtocol
-		return
-	}
-	h := readHeader(b)
-	p := b[headerSize:]
-	switch {
-	case uint64(h.fragLen) != uint64(len(p)):
-		m.err = ErrProtocol
-	case h.kind == kindCredit:
-	case h.kind == kindFin:
-		m.fin = true
-	case h.kind != m.kind() || m.fin:
-		m.err = ErrProtocol
-	default:
-		m.page(p, h.msgLen)
-	}
-}
-
-func (m *pageModel) page(p []byte, cont uint64) {
-	if cont != m.continuation(len(p)) || m.inMsg && len(p) == 0 {
-		m.err = ErrProtocol
-		return
-	}
-	off := 0
-	if m.inMsg {
-		off = m.take(p, 0, int(cont))
-	}
-	for off < len(p) {
-		if len(p)-off < m.prefix() {
-			m.err = ErrProtocol
-			return
-		}
-		n := binary.LittleEndian.Uint64(p[off:])
-		if n > m.max {
-			m.err = ErrMessageTooLarge
-			return
-		}
-		if m.tagged {
-			m.curTag = [2]uint64{binary.LittleEndian.Uint64(p[off+8:]), binary.LittleEndian.Uint64(p[off+16:])}
-		}
-		off += m.prefix()
-		m.inMsg, m.left, m.cur = true, n, []byte{}
-		off = m.take(p, off, int(min(n, uint64(len(p)-off))))
-	}
-}
-
-func (m *pageModel) take(p []byte, off, k int) int {
-	m.cur = append(m.cur, p[off:off+k]...)
-	m.stream = append(m.stream, p[off:off+k]...)
-	m.left -= uint64(k)
-	if m.left == 0 {
-		m.msgs = append(m.msgs, m.cur)
-		if m.tagged {
-			m.tags = append(m.tags, m.curTag)
-		}
-		m.inMsg, m.cur = false, nil
-	}
-	return off + k
-}
-
-// end is how reading ends after the last buffer.
-func (m *pageModel) end() error {
-	switch {
-	case m.err != nil:
-		return m.err
-	case m.inMsg:
-		return io.ErrUnexpectedEOF
-	}
-	return io.EOF
-}
-
-// The decoder target's input:
-//
-//	[opts] [max] buffer...
-//
-// opts: bits 0-2 the read style (7 is mixedStyle too), bit 3 bypass (see
-// deliver), bits 4-7 a size s (ReadMessage reads into 16s bytes, Read into
-// s+1, NextBatch into s+1 slots, and s sets mixedStyle's order), and
-// whether Close comes before the held messages are released (s odd). max: the
-// largest message, 4×max, 64 KiB for 0, or 1 TiB for 255 (lengths that lie
-// within it must not cost what they say). Each buffer:
-//
-//	[ctl] [len, 2 bytes LE] payload (len bytes, or what is left)
-//
-// with a header made up from the payload's length and the decoder's state
-// (kind page, the honest continuation count) unless ctl says otherwise:
-// bit 7 set, the header is the 16 bytes before the payload, as they are
-// (fewer if the input ends: a buffer shorter than a header); bit 7 clear,
-// bits 0-4 are an amount d that the continuation count is off by, down if
-// bit 6 is set, and bit 5 makes fragLen say 1+d bytes more than the payload.
-const (
-	fuzzMaxPayload = 4096 - headerSize
-	fuzzMaxBuffers = 128
-)
-
-type decoderInput struct {
-	style, size int
-	bypass      bool
-	max         uint64
-	bufs        [][]byte
-	model       pageModel
-}
-
-func parseDecoderInput(data []byte, tagged bool) *decoderInput {
-	d := &decoderInput{}
-	d.model.tagged = tagged
-	var opts, mx byte
-	if len(data) > 0 {
-		opts, data = data[0], data[1:]
-	}
-	if len(data) > 0 {
-		mx, data = data[0], data[1:]
-	}
-	d.style, d.bypass, d.size = min(int(opts&7), mixedStyle), opts&8 != 0, int(opts>>4)
-	d.max = 1 << 16
-	switch mx {
-	case 0:
-	case 255:
-		d.max = 1 << 40
-	default:
-		d.max = uint64(mx) * 4
-	}
-	d.model.max = d.max
-	next := func(n int) []byte {
-		n = min(n, len(data))
-		b := data[:n:n]
-		data = data[n:]
-		return b
-	}
-	for len(data) > 0 && len(d.bufs) < fuzzMaxBuffers {
-		ctl := next(1)[0]
-		n := 0
-		for i, x := range next(2) {
-			n |= int(x) << (8 * i)
-		}
-		n = min(n, fuzzMaxPayload)
-		var buf []byte
-		if ctl&0x80 != 0 {
-			buf = append(buf, next(headerSize)...)
-			buf = append(buf, next(n)...)
-		} else {
-			payload := next(n)
-			h := header{kind: d.model.kind(), fragLen: uint32(len(payload)), msgLen: d.model.continuation(len(payload))}
-			lie := uint64(ctl & 0x1f)
-			if ctl&0x40 != 0 {
-				h.msgLen -= lie
-			} else {
-				h.msgLen += lie
-			}
-			if ctl&0x20 != 0 {
-				h.fragLen += 1 + uint32(lie)
-			}
-			buf = make([]byte, headerSize+len(payload))
-			putHeader(buf, h)
-			copy(buf[headerSize:], payload)
-		}
-		d.bufs = append(d.bufs, buf)
-		d.model.receive(buf)
-	}
-	return d
-}
-
 // runDecoder feeds the input's buffers to a Conn, reads them back and
 // checks the result against the model. It returns how reading ended.
-func runDecoder(t *testing.T, data []byte) (*decoderInput, error) {
-	d := parseDecoderInput(data, false)
-	bufSize := headerSize + 1
-	for _, b := range d.bufs {
+func runDecoder(t *testing.T, data []byte) (*pagetest.Input, error) {
+	d := pagetest.ParseInput(data, false)
+	bufSize := wire.HeaderSize + 1
+	for _, b := range d.Bufs {
 		bufSize = max(bufSize, len(b))
 	}
-	c := newReadingConn(t, len(d.bufs), bufSize, d.max)
+	c := newReadingConn(t, len(d.Bufs), bufSize, d.Max)
 	before := heapAllocs()
-	pushed := deliver(c, d.bufs, d.bypass)
-	limit := 2*len(d.model.msgs) + 4
-	if d.style == readStreamStyle {
-		limit = len(d.model.stream)/(d.size+1) + 4
+	pushed := deliver(c, d.Bufs, d.Bypass)
+	limit := 2*len(d.Model.Msgs) + 4
+	if d.Style == readStreamStyle {
+		limit = len(d.Model.Stream)/(d.Size+1) + 4
 	}
-	r, held := readAll(t, c, d.style, d.size, limit)
+	r, held := readAll(t, c, d.Style, d.Size, limit)
 	checkAllocs(t, before, len(data), c)
-	m := &d.model
-	checkEnd(t, r.err, m.end())
-	if d.style == readStreamStyle {
-		if !bytes.Equal(r.stream, m.stream) {
-			t.Fatalf("Read returned %d bytes %.64x; the pages hold %d bytes %.64x", len(r.stream), r.stream, len(m.stream), m.stream)
+	m := &d.Model
+	checkEnd(t, r.err, m.End())
+	if d.Style == readStreamStyle {
+		if !bytes.Equal(r.stream, m.Stream) {
+			t.Fatalf("Read returned %d bytes %.64x; the pages hold %d bytes %.64x", len(r.stream), r.stream, len(m.Stream), m.Stream)
 		}
 	} else {
-		if len(r.msgs) != len(m.msgs) {
-			t.Fatalf("read %d messages before %v; the pages hold %d", len(r.msgs), r.err, len(m.msgs))
+		if len(r.msgs) != len(m.Msgs) {
+			t.Fatalf("read %d messages before %v; the pages hold %d", len(r.msgs), r.err, len(m.Msgs))
 		}
 		for i, got := range r.msgs {
-			if !bytes.Equal(got, m.msgs[i]) {
-				t.Fatalf("message %d: %d bytes %.64x; the pages hold %d bytes %.64x", i, len(got), got, len(m.msgs[i]), m.msgs[i])
+			if !bytes.Equal(got, m.Msgs[i]) {
+				t.Fatalf("message %d: %d bytes %.64x; the pages hold %d bytes %.64x", i, len(got), got, len(m.Msgs[i]), m.Msgs[i])
 			}
 		}
 	}
-	finish(t, c, held, d.size&1 != 0, pushed)
+	finish(t, c, held, d.Size&1 != 0, pushed)
 	return d, r.err
 }
 
@@ -670,8 +442,8 @@ func FuzzPageDecoder(f *testing.F) {
 func newWritingConn(t testing.TB, pageCap, slots, maxSend int) *Conn {
 	c := newFuzzConn(t, maxSend)
 	l, s := c.link, &c.send
-	l.tx = sendQueue{mem: make([]byte, slots*(headerSize+pageCap)), bufSize: headerSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
-	s.frames = plainPages.writer(pageCap)
+	l.tx = sendQueue{mem: make([]byte, slots*(wire.HeaderSize+pageCap)), bufSize: wire.HeaderSize + pageCap, slots: slots, lens: make([]uint32, slots), wake: l.tx.wake}
+	s.frames = page.Plain.Writer(pageCap)
 	s.maxSend = maxSend
 	s.lazy = true
 	s.watch = &pageWatch{s: s, l: l} // its notices go to the closed reactor
@@ -687,11 +459,11 @@ func sentPages(t *testing.T, c *Conn) (pages [][]byte) {
 		slot := int(done % uint64(q.slots))
 		off := slot * q.bufSize
 		n := int(q.lens[slot])
-		if n < headerSize || n > q.bufSize {
+		if n < wire.HeaderSize || n > q.bufSize {
 			t.Fatalf("page of %d bytes in a send buffer of %d", n, q.bufSize)
 		}
 		page := bytes.Clone(q.mem[off : off+n])
-		if h := readHeader(page); h.kind != kindPage || int(h.fragLen) != n-headerSize {
+		if h := wire.ReadHeader(page); h.Kind != wire.KindPage || int(h.FragLen) != n-wire.HeaderSize {
 			t.Fatalf("page header %+v on %d bytes", h, n)
 		}
 		pages = append(pages, page)
@@ -741,7 +513,7 @@ func parseRoundTripInput(data []byte) (pageCap, style, size int, closeFirst bool
 		}
 		return n
 	}
-	pageCap = prefixSize + le(next(2))%4089
+	pageCap = page.PrefixSize + le(next(2))%4089
 	var opts, mx byte
 	if b := next(1); len(b) > 0 {
 		opts = b[0]
@@ -777,7 +549,7 @@ func parseRoundTripInput(data []byte) (pageCap, style, size int, closeFirst bool
 }
 
 // pageLayout is how many payload bytes each page holds when msgs are
-// written into pages of pageCap bytes, by writePage's rules: a message
+// written into pages of pageCap bytes, by the sender's rules (page.Writer): a message
 // goes into the open page behind its length if it fits; if it does not
 // but fits in a page of its own, the open page is sent first; a larger one
 // starts in the open page and goes on in full pages; a page with fewer
@@ -792,14 +564,14 @@ func pageLayout(pageCap, maxSend int, msgs []roundTripMessage) (pages []int) {
 		if len(m.b) > maxSend {
 			continue
 		}
-		need := prefixSize + len(m.b)
+		need := page.PrefixSize + len(m.b)
 		if used >= 0 && pageCap-used < need && need <= pageCap {
 			seal()
 		}
 		if used < 0 {
 			used = 0
 		}
-		used += prefixSize
+		used += page.PrefixSize
 		rest := len(m.b)
 		for {
 			k := min(rest, pageCap-used)
@@ -810,7 +582,7 @@ func pageLayout(pageCap, maxSend int, msgs []roundTripMessage) (pages []int) {
 			seal()
 			used = 0
 		}
-		if pageCap-used < prefixSize {
+		if pageCap-used < page.PrefixSize {
 			seal()
 		}
 	}
@@ -830,7 +602,7 @@ func runRoundTrip(t *testing.T, data []byte) {
 		if !m.batch {
 			group = 0
 		}
-		group += 2 + (prefixSize+len(m.b))/pageCap
+		group += 2 + (page.PrefixSize+len(m.b))/pageCap
 		slots = max(slots, group+1)
 	}
 	w := newWritingConn(t, pageCap, slots, maxSend)
@@ -891,8 +663,8 @@ func runRoundTrip(t *testing.T, data []byte) {
 				want = append(want, m.b)
 			}
 		}
-		if pw := w.send.frames.(*pageWriter); w.send.open && pw.room() < prefixSize {
-			t.Fatalf("after write %d the open page has %d bytes left: too few for a length, it should have been sent", i, pw.room())
+		if pw := w.send.frames; w.send.open && pw.Room() < page.PrefixSize {
+			t.Fatalf("after write %d the open page has %d bytes left: too few for a length, it should have been sent", i, pw.Room())
 		}
 		pages = append(pages, sentPages(t, w)...)
 		i = j
@@ -905,8 +677,8 @@ func runRoundTrip(t *testing.T, data []byte) {
 		t.Fatalf("%d pages sent, want %d of %v bytes", len(pages), len(want), want)
 	} else {
 		for i, p := range pages {
-			if len(p)-headerSize != want[i] {
-				t.Fatalf("page %d holds %d bytes, want %d (pages of %v bytes)", i, len(p)-headerSize, want[i], want)
+			if len(p)-wire.HeaderSize != want[i] {
+				t.Fatalf("page %d holds %d bytes, want %d (pages of %v bytes)", i, len(p)-wire.HeaderSize, want[i], want)
 			}
 		}
 	}
@@ -914,10 +686,10 @@ func runRoundTrip(t *testing.T, data []byte) {
 		t.Fatalf("writer counted %d messages, %d were written", w.send.msgs, len(want))
 	}
 
-	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
+	c := newReadingConn(t, len(pages), wire.HeaderSize+pageCap, uint64(maxSend))
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
-		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.Err())
 	}
 	total := 0
 	for _, m := range want {
@@ -948,7 +720,7 @@ func runRoundTrip(t *testing.T, data []byte) {
 	// all its bytes may be in one page, its length alone ending the one
 	// before.
 	for i, zc := range r.zeroCopy { // nextMessageStyle
-		if fits := prefixSize+len(want[i]) <= pageCap; fits && !zc || zc && len(want[i]) > pageCap {
+		if fits := page.PrefixSize+len(want[i]) <= pageCap; fits && !zc || zc && len(want[i]) > pageCap {
 			t.Fatalf("message %d of %d bytes in pages of %d: handed out of its page %v", i, len(want[i]), pageCap, zc)
 		}
 	}
@@ -967,130 +739,11 @@ func FuzzPageRoundTrip(f *testing.F) {
 // ---------------------------------------------------------------------------
 // Seeds
 
-// decoderSeed builds a decoder input.
-type decoderSeed []byte
-
-func newDecoderSeed(style, size int, bypass bool, maxByte byte) decoderSeed {
-	opts := byte(style) | byte(size)<<4
-	if bypass {
-		opts |= 8
-	}
-	return decoderSeed{opts, maxByte}
-}
-
-// page adds a page with an honest header; lie bits as in the input format.
-func (s decoderSeed) page(payload []byte, lie ...byte) decoderSeed {
-	ctl := byte(0)
-	for _, l := range lie {
-		ctl |= l
-	}
-	return append(append(s, ctl, byte(len(payload)), byte(len(payload)>>8)), payload...)
-}
-
-// raw adds a buffer with the header as given, lying or not, and payload.
-func (s decoderSeed) raw(h header, payload []byte) decoderSeed {
-	hb := make([]byte, headerSize)
-	putHeader(hb, h)
-	s = append(s, 0x80, byte(len(payload)), byte(len(payload)>>8))
-	return append(append(s, hb...), payload...)
-}
-
-// truncated adds a buffer of n < 16 bytes, the input's last.
-func (s decoderSeed) truncated(n int) decoderSeed {
-	return append(append(s, 0x80, 0, 0), make([]byte, n)...)
-}
-
-// rec is a record: an 8-byte length n and body (which may be shorter).
-func rec(n int, body []byte) []byte {
-	return append(binary.LittleEndian.AppendUint64(nil, uint64(n)), body...)
-}
-
-// recs are whole records.
-func recs(msgs ...string) []byte {
-	var b []byte
-	for _, m := range msgs {
-		b = append(b, rec(len(m), []byte(m))...)
-	}
-	return b
-}
-
-func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
-
-func fill(n int, c byte) []byte { return bytes.Repeat([]byte{c}, n) }
-
-const (
-	lieDown  = 0x40
-	lieFrag  = 0x20
-	maxBy250 = 250 // max message 1000
-)
-
-type pageSeed struct {
-	name string
-	in   []byte
-	end  error // how reading ends
-	msgs int   // messages read before that (decoder seeds, message styles)
-}
-
-func decoderSeeds() []pageSeed {
-	ht := func(style, size int) decoderSeed { return newDecoderSeed(style, size, false, maxBy250) }
-	split := fill(3000, 's')
-	return []pageSeed{
-		{"empty-page", ht(nextMessageStyle, 0).page(nil), io.EOF, 0},
-		{"no-pages", ht(readMessageStyle, 0), io.EOF, 0},
-		{"records", ht(nextMessageStyle, 0).page(recs("a", "", "hello", string(fill(100, 'x')))), io.EOF, 4},
-		{"records-readmessage-short-buffer", ht(readMessageStyle, 2).page(recs("a", "", "hello", string(fill(100, 'x')))), io.EOF, 4},
-		{"records-read-stream", ht(readStreamStyle, 2).page(recs("abc", "", "defgh")).page(recs("ij")), io.EOF, 0},
-		{"empty-messages-end-page", ht(nextMessageStyle, 1).page(recs("one", "", "")).page(recs("", "two")), io.EOF, 5},
-		{"records-next", ht(nextStyle, 0).page(recs("a", "", "hello", string(fill(100, 'x')))).page(recs("b")), io.EOF, 5},
-		{"records-nextbatch", ht(nextBatchStyle, 2).page(recs("a", "", "hello", string(fill(100, 'x')))).page(recs("b", "c")), io.EOF, 6},
-		{"records-mixed", ht(mixedStyle, 5).page(recs("a", "", "hello", string(fill(100, 'x')), "six")).page(recs("b", "c", "", "d", "e", "f")), io.EOF, 11},
-		{"split-two-pages", ht(appendMessageStyle, 0).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y"))), io.EOF, 3},
-		{"split-three-pages", newDecoderSeed(nextMessageStyle, 0, false, 0).page(cat(recs("x"), rec(len(split), split[:1000]))).page(split[1000:2000]).page(cat(split[2000:], recs("end"))), io.EOF, 3},
-		{"split-exact-end", ht(readMessageStyle, 15).page(rec(600, fill(300, 'a'))).page(fill(300, 'b')).page(recs("next")), io.EOF, 2},
-		{"split-next", ht(nextStyle, 0).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z"))), io.EOF, 5},
-		{"split-nextbatch", ht(nextBatchStyle, 4).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y", "w"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z"))), io.EOF, 6},
-		{"split-mixed", ht(mixedStyle, 1).page(cat(recs("x"), rec(300, fill(100, 'm')))).page(cat(fill(200, 'n'), recs("y", "w"), rec(50, fill(10, 'o')))).page(cat(fill(40, 'p'), recs("z", "", "q"), rec(20, fill(3, 'r')))).page(fill(17, 's')), io.EOF, 9},
-		{"split-read-stream", ht(readStreamStyle, 6).page(rec(50, fill(20, 'a'))).page(cat(fill(30, 'b'), recs("tail"))), io.EOF, 0},
-		{"truncated-prefix-1", ht(readMessageStyle, 2).page(cat(recs("ok"), []byte{1})), ErrProtocol, 1},
-		{"truncated-prefix-7", ht(nextMessageStyle, 0).page(cat(recs("ok"), make([]byte, 7))), ErrProtocol, 1},
-		{"truncated-prefix-alone", ht(appendMessageStyle, 0).page([]byte{4, 0, 0}), ErrProtocol, 0},
-		{"lying-length-next-page-new", ht(nextMessageStyle, 0).page(rec(100, fill(10, 'l'))).raw(header{kind: kindPage, fragLen: 12, msgLen: 0}, recs("next")), ErrProtocol, 0},
-		{"lying-length-next-page-more", ht(readMessageStyle, 8).page(rec(100, fill(10, 'l'))).raw(header{kind: kindPage, fragLen: 120, msgLen: 100}, fill(120, 'c')), ErrProtocol, 0},
-		{"lying-length-end-of-stream", ht(readStreamStyle, 3).page(rec(100, fill(10, 'l'))), io.ErrUnexpectedEOF, 0},
-		{"lying-length-short", ht(nextMessageStyle, 0).page(rec(2, []byte("abcdef"))), ErrProtocol, 1},
-		{"continuation-one-more", ht(nextMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(cat(fill(50, 'b'), recs("c")), 1), ErrProtocol, 0},
-		{"continuation-one-less", ht(appendMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(cat(fill(50, 'b'), recs("c")), lieDown|1), ErrProtocol, 0},
-		{"continuation-on-first-page", ht(nextMessageStyle, 0).page(cat(fill(5, 'c'), recs("x")), 5), ErrProtocol, 0},
-		{"continuation-on-first-page-after-message", ht(nextMessageStyle, 0).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
-		{"continuation-on-first-page-after-message-next", ht(nextStyle, 0).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
-		{"continuation-on-first-page-after-message-nextbatch", ht(nextBatchStyle, 3).page(recs("ok")).page(recs("a", "b"), 8), ErrProtocol, 1},
-		{"continuation-after-whole-message", ht(readMessageStyle, 4).page(recs("done")).page(cat(fill(3, 'c'), recs("x")), 3), ErrProtocol, 1},
-		{"empty-page-inside-message", ht(nextMessageStyle, 0).page(rec(100, fill(50, 'a'))).page(nil), ErrProtocol, 0},
-		{"lying-length-within-huge-maximum", newDecoderSeed(nextMessageStyle, 0, false, 255).page(cat(recs("ok"), rec(1<<39, fill(10, 'l')))), io.ErrUnexpectedEOF, 1},
-		{"lying-length-within-huge-maximum-append", newDecoderSeed(appendMessageStyle, 0, false, 255).page(rec(1<<40, fill(10, 'l'))), io.ErrUnexpectedEOF, 0},
-		{"lying-length-within-huge-maximum-next", newDecoderSeed(nextStyle, 0, false, 255).page(rec(1<<38, fill(10, 'l'))).page(fill(20, 'm')), io.ErrUnexpectedEOF, 0},
-		{"over-maximum", ht(readMessageStyle, 1).page(cat(recs("ok"), rec(1001, fill(10, 'o')))), ErrMessageTooLarge, 1},
-		{"at-maximum", ht(nextMessageStyle, 0).page(cat(rec(1000, fill(1000, 'm')), recs("ok"))), io.EOF, 2},
-		{"over-maximum-huge", ht(appendMessageStyle, 0).page(rec(-1, fill(8, 'h'))), ErrMessageTooLarge, 0},
-		{"over-maximum-next-page", ht(nextMessageStyle, 0).page(recs("ok")).page(rec(5000, nil)), ErrMessageTooLarge, 1},
-		{"msglen-above-fraglen", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindPage, fragLen: 5, msgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
-		{"msglen-above-fraglen-reader", newDecoderSeed(nextMessageStyle, 0, true, maxBy250).page(rec(100, fill(50, 'a'))).raw(header{kind: kindPage, fragLen: 5, msgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
-		{"fraglen-says-more", ht(readMessageStyle, 4).page(recs("ok")).page(recs("lie"), lieFrag), ErrProtocol, 1},
-		{"fraglen-says-less", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindPage, fragLen: 3}, recs("lie")), ErrProtocol, 1},
-		{"truncated-header", ht(nextMessageStyle, 0).page(recs("ok")).truncated(8), ErrProtocol, 1},
-		{"data-kind", ht(nextMessageStyle, 0).page(recs("ok")).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"unknown-kind", ht(nextMessageStyle, 0).raw(header{kind: 9, fragLen: 10}, recs("x")[:10]), ErrProtocol, 0},
-		{"credit-between-pages", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(header{kind: kindCredit, credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
-		{"page-after-fin", ht(readStreamStyle, 0).page(recs("ok")).raw(header{kind: kindFin, flags: flagLast}, nil).page(recs("zombie")), ErrProtocol, 0},
-		{"fin-inside-message", ht(nextMessageStyle, 0).page(rec(20, fill(10, 'a'))).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
-	}
-}
-
 // roundTripSeed builds a round-trip input.
 type roundTripSeed []byte
 
 func newRoundTripSeed(pageCap, style, size int, closeFirst bool, maxByte byte) roundTripSeed {
-	p := pageCap - prefixSize
+	p := pageCap - page.PrefixSize
 	opts := byte(style) | byte(size)<<3
 	if closeFirst {
 		opts |= 0x80
@@ -1109,8 +762,8 @@ func (s roundTripSeed) msg(n int, ctl byte) roundTripSeed {
 	return append(s, ctl, byte(n), byte(n>>8))
 }
 
-func roundTripSeeds() []pageSeed {
-	const page = 4096 - headerSize
+func roundTripSeeds() []fuzzSeed {
+	const page = 4096 - wire.HeaderSize
 	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
 	for i := range 20 {
 		small = small.msg(i*13, 0)
@@ -1122,7 +775,7 @@ func roundTripSeeds() []pageSeed {
 		msg(76, 0).          // leaves nothing
 		msg(93, 0).          // one more than a page: split
 		msg(3, 0)
-	return []pageSeed{
+	return []fuzzSeed{
 		{"small-messages", small, io.EOF, 0},
 		{"small-messages-read-stream", append(newRoundTripSeed(page, readStreamStyle, 5, false, 0), small[4:]...), io.EOF, 0},
 		{"exact-fits", exact, io.EOF, 0},
@@ -1140,45 +793,21 @@ func roundTripSeeds() []pageSeed {
 	}
 }
 
-// TestPageFuzzSeeds checks that the seed corpus is what the tables above
-// build, and that each seed ends the way its name says, so that the
-// corpus covers what it claims to.
+// TestPageFuzzSeeds checks the seed corpora of the targets, and that each
+// seed ends the way its name says.
 func TestPageFuzzSeeds(t *testing.T) {
-	for _, target := range []struct {
-		name  string
-		seeds []pageSeed
-		run   func(*testing.T, pageSeed)
-	}{
-		{"FuzzPageDecoder", decoderSeeds(), func(t *testing.T, s pageSeed) {
-			d, end := runDecoder(t, s.in)
-			if errorClass(end) != errorClass(s.end) {
-				t.Fatalf("ends with %v, want %s", end, errorClass(s.end))
+	t.Run("FuzzPageDecoder", func(t *testing.T) {
+		seedcorpus.Check(t, "FuzzPageDecoder", pagetest.DecoderSeeds(), func(t *testing.T, s seedcorpus.Seed) {
+			d, end := runDecoder(t, s.In)
+			if errorClass(end) != errorClass(s.End) {
+				t.Fatalf("ends with %v, want %s", end, errorClass(s.End))
 			}
-			if d.style != readStreamStyle && len(d.model.msgs) != s.msgs {
-				t.Fatalf("%d messages before the end, want %d", len(d.model.msgs), s.msgs)
+			if d.Style != readStreamStyle && len(d.Model.Msgs) != s.Msgs {
+				t.Fatalf("%d messages before the end, want %d", len(d.Model.Msgs), s.Msgs)
 			}
-		}},
-		{"FuzzPageRoundTrip", roundTripSeeds(), func(t *testing.T, s pageSeed) { runRoundTrip(t, s.in) }},
-	} {
-		dir := filepath.Join("testdata", "fuzz", target.name)
-		for _, s := range target.seeds {
-			t.Run(target.name+"/"+s.name, func(t *testing.T) {
-				file := filepath.Join(dir, s.name)
-				want := "go test fuzz v1\n[]byte(" + strconv.Quote(string(s.in)) + ")\n"
-				if *updatePageSeeds {
-					if err := os.MkdirAll(dir, 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				got, err := os.ReadFile(file)
-				if err != nil || string(got) != want {
-					t.Fatalf("%s is not the seed the table builds (%v); rewrite it with go test -run TestPageFuzzSeeds -update-page-seeds", file, err)
-				}
-				target.run(t, s)
-			})
-		}
-	}
+		})
+	})
+	t.Run("FuzzPageRoundTrip", func(t *testing.T) {
+		checkSeedCorpus(t, "FuzzPageRoundTrip", roundTripSeeds(), func(t *testing.T, s fuzzSeed) { runRoundTrip(t, s.in) })
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // A page's buffer holds Config.BufferSize bytes of messages besides its
@@ -13,7 +15,7 @@ import (
 func TestBufferFor(t *testing.T) {
 	type sizes struct{ Plain, Tagged, Publishing, Packed int }
 	of := func(n int) sizes {
-		return sizes{bufferFor(plainPages, n), bufferFor(taggedPages(false), n), bufferFor(publishing{taggedPages(true)}, n), bufferFor(packedPages, n)}
+		return sizes{bufferFor(page.Plain, n), bufferFor(page.Tagged(false), n), bufferFor(page.Tagged(true), n), bufferFor(page.Packed, n)}
 	}
 	for n, want := range map[int]sizes{
 		minBufferSize:      {minBufferSize + 24, minBufferSize + 40, minBufferSize + 40, minBufferSize + 24},
@@ -28,8 +30,8 @@ func TestBufferFor(t *testing.T) {
 	for _, m := range []Mode{LowLatency, HighThroughput} {
 		c := Config{Mode: m}
 		c.setDefaults()
-		lc := linkConfigOf(&c)
-		want := c.BufferSize + headerSize + prefixSize
+		lc := newLinkConfig(wire.RoleConn, &c)
+		want := c.BufferSize + wire.HeaderSize + page.PrefixSize
 		if lc.rxBufSize != want || lc.txBufSize != want {
 			t.Errorf("%v: link posts %d-byte buffers and sends %d, want %d", m, lc.rxBufSize, lc.txBufSize, want)
 		}

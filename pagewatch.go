@@ -84,7 +84,7 @@ func (w *pageWatch) onTimer() {
 	if !w.l.flowing() {
 		return
 	}
-	if !w.s.gate.tryReactor() {
+	if !w.s.gate.TryReactor() {
 		w.armed = true
 		w.timer.StartOnce(min(flushRetry, w.interval))
 		return
@@ -102,7 +102,7 @@ func (w *pageWatch) onTimer() {
 			w.timer.StartOnce(w.interval - age)
 		}
 	}
-	w.s.gate.unlock()
+	w.s.gate.Unlock()
 	if sealed {
 		w.l.service()
 	}
@@ -116,7 +116,7 @@ func (w *pageWatch) checkIdle() (done, sealed bool) {
 	if !w.l.flowing() {
 		return true, false
 	}
-	if !w.s.gate.tryReactor() {
+	if !w.s.gate.TryReactor() {
 		return false, false // a writer is inside: not a pause
 	}
 	switch {
@@ -128,7 +128,7 @@ func (w *pageWatch) checkIdle() (done, sealed bool) {
 		w.s.seal(flushIdle)
 		done, sealed = true, true
 	}
-	w.s.gate.unlock()
+	w.s.gate.Unlock()
 	if sealed {
 		w.l.service()
 	}

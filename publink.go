@@ -2,7 +2,6 @@ package netio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // pubLink is the publisher's link to one subscriber. Its methods run on
@@ -20,7 +22,6 @@ type pubLink struct {
 	p      *Publisher
 	l      *link
 	send   sender
-	frames *pageWriter // send.frames: takes each record's tag and sequence number
 	closed atomic.Bool // no more writes: retired, cut loose or closed
 	loose  atomic.Bool // cut loose as slow
 	// stranded counts messages a Publish could not give the subscriber
@@ -47,10 +48,10 @@ type pubLink struct {
 	tags    map[uint64]Policy // what the subscriber has in the table
 
 	// Reactor only.
-	finals  []finalSeq // what the farewell tells
-	reason  uint8      // farewellClosed or farewellSlow
-	counted bool       // the unposted messages were counted already
-	gone    bool       // out of p.links
+	finals  []wire.FinalSeq // what the farewell tells
+	reason  uint8           // wire.FarewellClosed or wire.FarewellSlow
+	counted bool            // the unposted messages were counted already
+	gone    bool            // out of p.links
 }
 
 // maxPendingRequests bounds the requests a subscriber may have waiting.
@@ -68,7 +69,7 @@ const (
 // for a subscriber that left or was cut loose, but one that Shutdown or
 // Close stopped misses the message.
 func (pl *pubLink) stopped() int {
-	if pl.loose.Load() || pl.l.life.ended.Load() || pl.p.state.Load() == pubOpen {
+	if pl.loose.Load() || pl.l.life.Ended() || pl.p.state.Load() == pubOpen {
 		return offered
 	}
 	pl.stranded.Add(1)
@@ -79,11 +80,11 @@ func (pl *pubLink) stopped() int {
 // waiting. Any publishing goroutine, under the tag's turn.
 func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	s := &pl.send
-	if !s.gate.state.CompareAndSwap(gateFree, gateWriter) && !s.gate.tryLock() {
+	if !s.gate.LockFree() && !s.gate.TryLock() {
 		return offerLater
 	}
-	pl.frames.setRecord(tag, seq)
-	if s.open && s.unhindered(len(msg)) && s.frames.appendWhole(msg) {
+	pl.send.frames.SetRecord(tag, seq)
+	if s.open && s.unhindered(len(msg)) && s.frames.AppendWhole(msg) {
 		s.msgs++
 		s.bytes += uint64(len(msg))
 		pl.unlock()
@@ -131,14 +132,14 @@ func (pl *pubLink) noteFull() {
 // false when ctx ended first: the subscriber missed the message.
 func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []byte, policy Policy) bool {
 	s := &pl.send
-	if !s.gate.lockUntil(ctx.Done()) {
+	if !s.gate.LockUntil(ctx.Done()) {
 		if policy != Block {
 			pl.p.stats.dropped.Add(1)
 			return true
 		}
 		return false
 	}
-	pl.frames.setRecord(tag, seq)
+	pl.send.frames.SetRecord(tag, seq)
 	if pl.closed.Load() {
 		pl.unlock()
 		return pl.stopped() != offerStranded
@@ -166,7 +167,7 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 		// before ctx ended, and the stream cannot go on.
 		pl.loose.Store(true)
 		pl.closed.Store(true)
-		s.gate.stop()
+		s.gate.Stop()
 		pl.unlock()
 		pl.cut()
 		return true
@@ -199,7 +200,7 @@ func (pl *pubLink) unlock() {
 func (pl *pubLink) flush() {
 	s := &pl.send
 	for {
-		if s.gate.tryLock() {
+		if s.gate.TryLock() {
 			pl.flushWanted.Store(false)
 			if s.writable(0) == nil && s.open {
 				s.publish(flushExplicit)
@@ -208,7 +209,7 @@ func (pl *pubLink) flush() {
 			return
 		}
 		pl.flushWanted.Store(true)
-		if s.gate.state.Load()&gateInside != 0 {
+		if s.gate.Occupied() {
 			return // the writer inside sees the flag as it leaves
 		}
 	}
@@ -229,14 +230,14 @@ func (pl *pubLink) cut() {
 // everything went.
 func (pl *pubLink) drain(ctx context.Context) bool {
 	s := &pl.send
-	if !s.gate.lockUntil(ctx.Done()) {
+	if !s.gate.LockUntil(ctx.Done()) {
 		pl.closed.Store(true)
 		pl.l.tx.wake.wake()
-		s.gate.lock()
+		s.gate.Lock()
 	}
 	defer s.unlock()
 	pl.closed.Store(true)
-	if s.open && !pl.l.life.ended.Load() {
+	if s.open && !pl.l.life.Ended() {
 		s.publish(flushExplicit)
 	}
 	q := &pl.l.tx
@@ -244,7 +245,7 @@ func (pl *pubLink) drain(ctx context.Context) bool {
 	defer stop()
 	for {
 		q.waiting.Store(true)
-		if q.done.Load() == q.head.Load() || pl.l.life.ended.Load() {
+		if q.done.Load() == q.head.Load() || pl.l.life.Ended() {
 			pl.stopWaiting(&q.waiting)
 			return true
 		}
@@ -270,24 +271,11 @@ func (pl *pubLink) unposted() uint64 {
 	head := l.tx.head.Load()
 	for i := l.txPosted; i < head; i++ {
 		b := l.tx.buf(i)[:l.tx.lens[i%uint64(l.tx.slots)]]
-		h := readHeader(b)
-		if i == l.txPosted && h.msgLen > 0 {
+		h := wire.ReadHeader(b)
+		if i == l.txPosted && h.MsgLen > 0 {
 			n++
 		}
-		n += countRecords(b[headerSize:headerSize+int(h.fragLen)], h.msgLen, taggedPrefixSize)
-	}
-	return n
-}
-
-// countRecords counts the records that begin in a page's payload, whose
-// first cont bytes continue the previous page's last record.
-func countRecords(payload []byte, cont uint64, prefix int) uint64 {
-	off := uint64(min(cont, uint64(len(payload))))
-	var n uint64
-	for uint64(len(payload))-off >= uint64(prefix) {
-		size := binary.LittleEndian.Uint64(payload[off:])
-		n++
-		off += uint64(prefix) + min(size, uint64(len(payload))-off-uint64(prefix))
+		n += page.CountRecords(b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)], h.MsgLen, page.TaggedPrefixSize)
 	}
 	return n
 }
@@ -295,9 +283,9 @@ func countRecords(payload []byte, cont uint64, prefix int) uint64 {
 // sayGoodbye closes the link, telling the subscriber where its tags'
 // sequences end: at once (now), dropping what was not sent, or after
 // sending what was written, for up to Config.Linger. On the reactor.
-func (pl *pubLink) sayGoodbye(finals []finalSeq, now bool) {
+func (pl *pubLink) sayGoodbye(finals []wire.FinalSeq, now bool) {
 	pl.leaveList()
-	pl.finals, pl.reason = finals, farewellClosed
+	pl.finals, pl.reason = finals, wire.FarewellClosed
 	pl.l.farewell = pl.farewell
 	if now {
 		pl.l.closeNow()
@@ -312,11 +300,11 @@ func (pl *pubLink) farewell(dropping bool) []byte {
 		pl.p.stats.undelivered.Add(pl.unposted())
 	}
 	pl.counted = true
-	f := farewell{reason: pl.reason, incarnation: pl.p.incarnation, finals: pl.finals}
-	if len(f.finals) > tagsPerFarewell {
-		f.finals, f.partial = f.finals[:tagsPerFarewell], true
+	f := wire.Farewell{Reason: pl.reason, Incarnation: pl.p.incarnation, Finals: pl.finals}
+	if len(f.Finals) > wire.TagsPerFarewell {
+		f.Finals, f.Partial = f.Finals[:wire.TagsPerFarewell], true
 	}
-	return f.marshal()
+	return f.Marshal()
 }
 
 // leaveList takes the link out of the publisher's list, once. On the
@@ -334,14 +322,13 @@ func (pl *pubLink) leaveList() {
 
 func (pl *pubLink) sized(l *link) error {
 	s := &pl.send
-	s.frames = l.cfg.framing.writer(l.tx.bufSize - headerSize)
-	pl.frames = s.frames.(*pageWriter)
+	s.frames = l.cfg.framing.Writer(l.tx.bufSize - wire.HeaderSize)
 	s.maxSend = l.sizes.maxSend
 	s.appendMax = s.maxSend
-	if s.pack = s.frames.packs(); s.pack {
+	if s.pack = s.frames.Packs(); s.pack {
 		l.packed = s
 	}
-	if s.lazy = s.frames.lazy(); s.lazy {
+	if s.lazy = s.frames.Lazy(); s.lazy {
 		var err error
 		if s.watch, err = newPageWatch(s, l, &pl.p.cfg); err != nil {
 			return err
@@ -373,19 +360,19 @@ func (pl *pubLink) setupFailed(l *link) {
 
 // ended is the subscriber gone: out of the table, and closed.
 func (pl *pubLink) ended(l *link) {
-	if errors.Is(l.life.err, ErrPeerTimeout) {
+	if errors.Is(l.life.Err(), ErrPeerTimeout) {
 		pl.p.stats.timedOut.Add(1)
 	}
-	pl.send.gate.stop()
-	pl.post(&workItem{kind: workLeft, err: l.life.err})
-	logEnded(pl.p.cfg.Logger, pl.p.ac.network, pl.p.ac.addr, pl.remote, l.life.err)
+	pl.send.gate.Stop()
+	pl.post(&workItem{kind: workLeft, err: l.life.Err()})
+	logEnded(pl.p.cfg.Logger, pl.p.ac.network, pl.p.ac.addr, pl.remote, l.life.Err())
 }
 
 func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {
-	if kind != kindSubscribe && kind != kindUnsubscribe {
+	if kind != wire.KindSubscribe && kind != wire.KindUnsubscribe {
 		return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
 	}
-	req, err := parseRequest(payload)
+	req, err := wire.ParseRequest(payload)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/netio-go/netio/internal/sendgate"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -167,7 +169,7 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 		return nil
 	})
 	var p *Publisher
-	_, _, err := listen("listen", network, address, opts, roleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
+	_, _, err := listen("listen", network, address, opts, wire.RoleSubscriber, func(ac *acceptor, cfg Config) acceptorOwner {
 		ac.anyMode = true
 		p = &Publisher{ac: ac, eng: ac.eng, raw: raw, cfg: cfg, tags: map[uint64]*tagEntry{},
 			ended: make(chan struct{}), workers: newWorkerCount(), events: newEventQueue(cfg.EventBuffer)}
@@ -191,32 +193,14 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 	c := p.raw
 	c.Mode = m
 	c.setDefaults()
-	f := publishing{taggedPages(m == LowLatency)}
-	return linkConfig{mode: m, role: rolePublisher, ctlPayload: ctlPayloadMax, framing: f,
-		rxWindow: minWindow, rxBufSize: minBufferSize, txWindow: c.Window, txBufSize: bufferFor(f, c.BufferSize),
-		maxMessage: c.MaxMessageSize, linger: c.Linger, key: p.cfg.Key, beat: beatConfigOf(&c)}
-}
-
-// publishing is the framing of a link to a subscriber: tagged pages go
-// out, and nothing comes in but the subscriber's requests, which are the
-// link's control messages. Data from a subscriber would go to a reader
-// that does not exist, its buffers never posted again: it breaks the
-// protocol instead.
-type publishing struct{ pages }
-
-func (publishing) checker(uint64) frameCheck { return refuseData{} }
-
-// refuseData is the frame check of a link that takes no data.
-type refuseData struct{}
-
-func (refuseData) check(h header) error {
-	return fmt.Errorf("%w: a subscriber sent data (kind %d); a publisher takes only requests", ErrProtocol, h.kind)
+	c.Key = p.cfg.Key
+	return newLinkConfig(wire.RolePublisher, &c)
 }
 
 // admit accepts a subscriber whose buffers the process can afford; on the
 // reactor.
-func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
-	lc := p.linkConfig(h.mode)
+func (p *Publisher) admit(req *ofi.Info, h wire.Hello) []byte {
+	lc := p.linkConfig(Mode(h.Mode))
 	if !p.ac.affords(&lc, h) {
 		return rejectLimitData
 	}
@@ -227,7 +211,7 @@ func (p *Publisher) admit(req *ofi.Info, h hello) []byte {
 			return nil, err
 		}
 		pl.l = l
-		pl.send = sender{half: half{side: pl, closed: &pl.closed, stats: &pl.stats, l: l}, q: &l.tx, gate: newSendGate()}
+		pl.send = sender{half: half{side: pl, closed: &pl.closed, stats: &pl.stats, l: l}, q: &l.tx, gate: sendgate.New()}
 		return l, nil
 	})
 	return nil
@@ -419,13 +403,13 @@ func (p *Publisher) Shutdown(ctx context.Context) error {
 			// comes back; the others are told now.
 			n := pl.unposted()
 			p.stats.undelivered.Add(n) // the stranded ones were counted by their Publish
-			if n += pl.stranded.Load(); n > 0 && !pl.l.life.ended.Load() {
+			if n += pl.stranded.Load(); n > 0 && !pl.l.life.Ended() {
 				lost += n
 				losers++
 			}
 			pl.counted = true
 			pl.sayGoodbye(finals[pl], true)
-			waits = append(waits, pl.l.life.released)
+			waits = append(waits, pl.l.life.Released())
 		}
 	})
 	p.finish(waits)
@@ -468,7 +452,7 @@ func (p *Publisher) closeHard() {
 		p.ac.close()
 		for _, pl := range links {
 			pl.sayGoodbye(finals[pl], false)
-			waits = append(waits, pl.l.life.released)
+			waits = append(waits, pl.l.life.Released())
 		}
 	})
 	p.finish(waits)
@@ -498,14 +482,14 @@ func (p *Publisher) stopWriters(links []*pubLink) {
 // collectFinals waits for each tag's turn, so that the Publish calls in
 // progress are over, and returns where each link's tags end. If done
 // closes first, the Publish calls are made to give up.
-func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*pubLink][]finalSeq {
+func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*pubLink][]wire.FinalSeq {
 	p.tableMu.RLock()
 	entries := make(map[uint64]*tagEntry, len(p.tags))
 	for tag, e := range p.tags {
 		entries[tag] = e
 	}
 	p.tableMu.RUnlock()
-	finals := map[*pubLink][]finalSeq{}
+	finals := map[*pubLink][]wire.FinalSeq{}
 	for tag, e := range entries {
 		if !e.turn.lock(done) {
 			p.stopWriters(links)
@@ -513,7 +497,7 @@ func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*p
 			e.turn.lock(nil)
 		}
 		for _, s := range e.subs {
-			finals[s.pl] = append(finals[s.pl], finalSeq{tag: tag, next: e.next})
+			finals[s.pl] = append(finals[s.pl], wire.FinalSeq{Tag: tag, Next: e.next})
 		}
 		e.turn.unlock()
 	}

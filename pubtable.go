@@ -3,6 +3,8 @@ package netio
 import (
 	"slices"
 	"sync/atomic"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The publisher's tag table is changed by the subscribers' workers: one
@@ -24,8 +26,8 @@ import (
 // workItem is one piece of a link's work.
 type workItem struct {
 	next *workItem
-	kind uint8 // kindSubscribe, kindUnsubscribe, or one of the work kinds
-	req  request
+	kind uint8 // wire.KindSubscribe, wire.KindUnsubscribe, or one of the work kinds
+	req  wire.Request
 	slot uint32 // a request's receive buffer, held until it is handled
 	err  error  // workLeft: why
 }
@@ -85,7 +87,7 @@ func (pl *pubLink) work() {
 func (pl *pubLink) do(it *workItem) {
 	p := pl.p
 	switch it.kind {
-	case kindSubscribe, kindUnsubscribe:
+	case wire.KindSubscribe, wire.KindUnsubscribe:
 		if p.state.Load() == pubOpen {
 			pl.apply(it.kind, it.req, it.slot)
 		}
@@ -105,7 +107,7 @@ func (pl *pubLink) do(it *workItem) {
 		pl.closeToWriters()
 		p.eng.r.SubmitFunc(func() {
 			pl.leaveList()
-			pl.finals, pl.reason = finals, farewellSlow
+			pl.finals, pl.reason = finals, wire.FarewellSlow
 			pl.l.farewell = pl.farewell
 			pl.l.closeNow()
 		})
@@ -116,33 +118,33 @@ func (pl *pubLink) do(it *workItem) {
 // closeToWriters waits until no writer is inside the link's send side and
 // closes it: the link may let go of its memory then.
 func (pl *pubLink) closeToWriters() {
-	pl.send.gate.lock()
+	pl.send.gate.Lock()
 	pl.closed.Store(true)
-	pl.send.gate.stop()
-	pl.send.gate.unlock()
+	pl.send.gate.Stop()
+	pl.send.gate.Unlock()
 }
 
 // apply puts a request into the table and acknowledges it. A subscription
 // that would take the subscriber past MaxTags is refused whole.
-func (pl *pubLink) apply(kind uint8, r request, slot uint32) {
+func (pl *pubLink) apply(kind uint8, r wire.Request, slot uint32) {
 	p := pl.p
-	tags := slices.Clone(r.tags)
+	tags := slices.Clone(r.Tags)
 	slices.Sort(tags)
 	tags = slices.Compact(tags) // a tag named twice would wait for its own turn
-	a := ack{id: r.id, incarnation: p.incarnation}
-	if kind == kindSubscribe && pl.newTags(tags) > p.cfg.MaxTags-len(pl.tags) {
+	a := wire.Ack{ID: r.ID, Incarnation: p.incarnation}
+	if kind == wire.KindSubscribe && pl.newTags(tags) > p.cfg.MaxTags-len(pl.tags) {
 		p.stats.tagsRefused.Add(1)
-		a.refused = true
+		a.Refused = true
 		p.eng.r.Call(func() { pl.sendAck(&a, slot) })
 		return
 	}
-	a.tags, a.next = tags, make([]uint64, len(tags))
+	a.Tags, a.Next = tags, make([]uint64, len(tags))
 	held := make([]*tagEntry, 0, len(tags))
 	for i, tag := range tags {
-		if kind == kindSubscribe {
+		if kind == wire.KindSubscribe {
 			e := p.lockEntry(tag, true)
-			e.subs = withSub(e.subs, pl, r.policy)
-			a.next[i] = e.next
+			e.subs = withSub(e.subs, pl, Policy(r.Policy))
+			a.Next[i] = e.next
 			held = append(held, e)
 		} else if e := p.lockEntry(tag, false); e != nil {
 			p.leave(e, tag, pl)
@@ -151,8 +153,8 @@ func (pl *pubLink) apply(kind uint8, r request, slot uint32) {
 	}
 	pl.tagsMu.Lock()
 	for _, tag := range tags {
-		if kind == kindSubscribe {
-			pl.tags[tag] = r.policy
+		if kind == wire.KindSubscribe {
+			pl.tags[tag] = Policy(r.Policy)
 		} else {
 			delete(pl.tags, tag)
 		}
@@ -177,7 +179,7 @@ func (pl *pubLink) newTags(tags []uint64) int {
 
 // leaveAll takes the link out of every tag it holds and returns where
 // each tag's sequence stood: the first message it will not get.
-func (pl *pubLink) leaveAll() []finalSeq {
+func (pl *pubLink) leaveAll() []wire.FinalSeq {
 	pl.tagsMu.Lock()
 	tags := make([]uint64, 0, len(pl.tags))
 	for tag := range pl.tags {
@@ -186,10 +188,10 @@ func (pl *pubLink) leaveAll() []finalSeq {
 	clear(pl.tags)
 	pl.tagsMu.Unlock()
 	slices.Sort(tags)
-	finals := make([]finalSeq, 0, len(tags))
+	finals := make([]wire.FinalSeq, 0, len(tags))
 	for _, tag := range tags {
 		if e := pl.p.lockEntry(tag, false); e != nil {
-			finals = append(finals, finalSeq{tag: tag, next: e.next})
+			finals = append(finals, wire.FinalSeq{Tag: tag, Next: e.next})
 			pl.p.leave(e, tag, pl)
 			e.turn.unlock()
 		}
@@ -258,15 +260,15 @@ func withSub(subs []tagSub, pl *pubLink, policy Policy) []tagSub {
 
 // sendAck answers a request, in as many messages as its tags need, and
 // posts the request's buffer again. On the reactor.
-func (pl *pubLink) sendAck(a *ack, slot uint32) {
+func (pl *pubLink) sendAck(a *wire.Ack, slot uint32) {
 	defer pl.l.releaseControl(slot)
-	for first := true; first || len(a.tags) > 0; first = false {
-		n := min(len(a.tags), tagsPerAck)
-		part := ack{id: a.id, refused: a.refused, incarnation: a.incarnation, tags: a.tags[:n], next: a.next[:n]}
-		if err := pl.l.sendOwnerControl(kindAck, part.marshal()); err != nil {
+	for first := true; first || len(a.Tags) > 0; first = false {
+		n := min(len(a.Tags), wire.TagsPerAck)
+		part := wire.Ack{ID: a.ID, Refused: a.Refused, Incarnation: a.Incarnation, Tags: a.Tags[:n], Next: a.Next[:n]}
+		if err := pl.l.sendOwnerControl(wire.KindAck, part.Marshal()); err != nil {
 			return
 		}
-		a.tags, a.next = a.tags[n:], a.next[n:]
+		a.Tags, a.Next = a.Tags[n:], a.Next[n:]
 	}
 }
 

@@ -3,6 +3,9 @@ package netio
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/netio-go/netio/internal/ring"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // The two hand-offs between a connection's user side and the reactor. They
@@ -19,7 +22,7 @@ type sendQueue struct {
 	slots   int      // buffers
 	lens    []uint32 // bytes to send per buffer: written before head moves past it
 	// tails are, per buffer, nil or the last bytes of its lens that lie in
-	// the writer's memory instead of the buffer (lent.go); written with lens.
+	// the writer's memory instead of the buffer (send_from_slice.go); written with lens.
 	tails   [][]byte
 	lent    []atomic.Uint32 // per buffer, who has its tail: lentNone, lentWaiting, ...
 	head    atomic.Uint64
@@ -47,10 +50,10 @@ func (q *sendQueue) free() int { return q.slots - int(q.head.Load()-q.done.Load(
 type recvQueue struct {
 	mem     []byte // the registered receive region
 	bufSize int
-	ready   *spscRing // reactor to reader
-	free    *spscRing // back to the reactor; producers serialised by freeMu
+	ready   *ring.SPSC // reactor to reader
+	free    *ring.SPSC // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
-	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (lending.go)
+	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (message_loans.go)
 	lending lending        // which Messages are out, to catch a second Release
 	kickAt  int            // free buffers that make it worth waking the reactor
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once
@@ -65,18 +68,18 @@ type recvQueue struct {
 }
 
 // payload is the data of buffer slot, as its header describes it.
-func (q *recvQueue) payload(slot uint32) ([]byte, header) {
+func (q *recvQueue) payload(slot uint32) ([]byte, wire.Header) {
 	off := int(slot) * q.bufSize
-	h := readHeader(q.mem[off:])
-	return q.mem[off+headerSize : off+headerSize+int(h.fragLen)], h
+	h := wire.ReadHeader(q.mem[off:])
+	return q.mem[off+wire.HeaderSize : off+wire.HeaderSize+int(h.FragLen)], h
 }
 
 // giveBack hands a buffer back to the reactor for re-posting and reports
 // whether the reactor should be told now. Any goroutine.
 func (q *recvQueue) giveBack(slot uint32) bool {
 	q.freeMu.Lock()
-	q.free.push(slot)
-	n := q.free.len()
+	q.free.Push(slot)
+	n := q.free.Len()
 	q.freeMu.Unlock()
 	return n >= q.kickAt || q.urgent.Load()
 }

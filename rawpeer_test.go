@@ -25,7 +25,7 @@ const (
 	wKindData   = 1
 	wKindCredit = 2
 	wKindFin    = 3
-	wKindPage   = 4 // page.go: pages of records
+	wKindPage   = 4 // internal/page: pages of records
 	wFlagLast   = 1
 
 	wKindTagged      = 5

@@ -2,7 +2,6 @@ package netio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,29 +10,32 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // receiver is a Conn's reading side. Its methods run in the reading
 // goroutine, under mu (taken with lock, which closes NextMessage's
 // lock-free path: fastread.go), except giveBack, which Message.Release
 // calls from anywhere, and that lock-free path. The reactor hands it checked buffers in order (recvQueue); it
-// decodes their messages with the framing's frameReader and hands each
+// decodes their messages with a page.Reader and hands each
 // buffer back once nothing refers to it any more.
 type receiver struct {
 	half
 	q      *recvQueue
-	frames frameReader // set once at connect
+	frames page.Reader // set once at connect
 	spares sparePool
 
 	mu     sync.Mutex
-	slot   int    // receive buffer being read; -1 if none
-	pos    cursor // position in the messages of slot
-	lent   int32  // Messages handed out from slot on this visit
-	gen    uint32 // slot's generation, once Messages are lent (lending.go)
-	msgs   uint64 // messages read
-	bytes  uint64 // their bytes
-	failed error  // what the peer sent did not decode
-	joined []byte // the last message Next had to join; reused
+	slot   int         // receive buffer being read; -1 if none
+	pos    page.Cursor // position in the messages of slot
+	lent   int32       // Messages handed out from slot on this visit
+	gen    uint32      // slot's generation, once Messages are lent (message_loans.go)
+	msgs   uint64      // messages read
+	bytes  uint64      // their bytes
+	failed error       // what the peer sent did not decode
+	joined []byte      // the last message Next had to join; reused
 	fast   fastRead
 
 	deadline atomic.Int64 // Unix ns; 0 is none
@@ -62,7 +64,7 @@ func (r *receiver) read(p []byte) (int, error) {
 			if !ok {
 				break
 			}
-			k := copy(p[n:], r.pos.chunk())
+			k := copy(p[n:], r.pos.Chunk())
 			r.consume(k)
 			n += k
 		}
@@ -95,7 +97,7 @@ func (r *receiver) readMessage(ctx context.Context, p []byte) (int, error) {
 		return 0, err
 	}
 	defer r.mu.Unlock()
-	if r.pos.left > uint64(len(p)) {
+	if r.pos.Left > uint64(len(p)) {
 		return 0, r.side.opError("read", io.ErrShortBuffer)
 	}
 	return r.readRest(ctx, p)
@@ -119,7 +121,7 @@ func (r *receiver) messageLen() (int, error) {
 		return 0, err
 	}
 	defer r.mu.Unlock()
-	return int(r.pos.left), nil
+	return int(r.pos.Left), nil
 }
 
 // nextMessage is NextMessage, bounded by ctx unless it is nil.
@@ -128,9 +130,8 @@ func (r *receiver) messageLen() (int, error) {
 // stands in with no deadline or Close to look at, takes no lock: one CAS
 // claims it (fastRead). The Message is built in place, not returned by a
 // helper: through a helper returning (Message, bool) the 80-byte Message
-// was copied twice more, and the copies, stored field by field and loaded
-// 16 bytes at a time, stalled on store forwarding (perf annotate: half of
-// the helper's 19 ns per message).
+// was copied twice more, and the copies stalled on store forwarding
+// (docs/decisions/2026-11-next-message-in-place.md).
 func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 	f := &r.fast
 	for r.deadline.Load() == 0 && !r.closed.Load() {
@@ -140,35 +141,30 @@ func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
 		}
 		v := f.views[(s>>f.epochShift)&1].Load()
 		slot, end := int(v>>32), int(uint32(v))
-		base := slot*r.q.bufSize + headerSize
-		page := r.q.mem[base : base+end]
+		base := slot*r.q.bufSize + wire.HeaderSize
+		buf := r.q.mem[base : base+end]
 		off := int(s & f.offMask)
-		if off+prefixSize > len(page) {
+		start, stop, ok := page.Record(buf, off, page.PrefixSize, f.max)
+		if !ok {
 			break
 		}
-		n := binary.LittleEndian.Uint64(page[off:])
-		start := off + prefixSize
-		if n > uint64(len(page)-start) || n > f.max {
-			break
-		}
-		stop := start + int(n)
 		if !f.state.CompareAndSwap(s, s-uint64(off)+uint64(stop)+1<<f.idxShift) {
 			continue // another reader took it
 		}
 		gen, idx := r.q.lending.gens[slot].Load(), uint32((s>>f.idxShift)&f.idxMask)
-		if stop == len(page) {
+		if stop == len(buf) {
 			r.leaveRead(slot)
 		}
-		return Message{own: unsafe.Pointer(r), b: page[start:stop:stop], slot: int32(slot), gen: gen, idx: idx}, nil
+		return Message{own: unsafe.Pointer(r), b: buf[start:stop:stop], slot: int32(slot), gen: gen, idx: idx}, nil
 	}
 	r.lock()
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() && r.q.lending.started() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			m := Message{own: unsafe.Pointer(r), b: b, slot: int32(r.slot), gen: r.gen, idx: uint32(r.lent)}
 			r.lent++
-			if r.pos.off == len(r.pos.buf) {
+			if r.pos.Off == len(r.pos.Buf) {
 				r.leaveBuffer()
 			}
 			r.unlockOpen()
@@ -195,7 +191,7 @@ func (r *receiver) leaveRead(slot int) {
 	if r.fast.state.Load()&fastOpen != 0 {
 		r.absorb()
 	}
-	if r.slot == slot && r.pos.off == len(r.pos.buf) && !r.pos.inMsg {
+	if r.slot == slot && r.pos.Off == len(r.pos.Buf) && !r.pos.InMsg {
 		r.leaveBuffer()
 	}
 	r.mu.Unlock()
@@ -210,15 +206,15 @@ func (r *receiver) nextMessageSlow(ctx context.Context) (Message, error) {
 		return Message{}, err
 	}
 	if !r.q.lending.started() {
-		per := messagesPerBuffer(r.frames, r.q.bufSize)
+		per := messagesPerBuffer(r.q.bufSize)
 		r.q.lending.start(len(r.q.refs), per)
 		r.gen = r.q.lending.gen(r.slot) // waitMessage left the reader in a buffer
 		r.q.held.Store(true)
-		if pr, ok := r.frames.(pageReader); ok && pr.prefix == prefixSize {
-			r.fast.setup(r.q.bufSize, per, r.pos.max)
+		if r.frames.Prefix() == page.PrefixSize {
+			r.fast.setup(r.q.bufSize, per, r.pos.Max)
 		}
 	}
-	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+	if ch := r.pos.Chunk(); uint64(len(ch)) == r.pos.Left {
 		m := r.lend(ch)
 		r.consume(len(ch))
 		return m, nil
@@ -247,7 +243,7 @@ func (r *receiver) lend(b []byte) Message {
 func (r *receiver) next() ([]byte, error) {
 	r.lock()
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			r.mu.Unlock()
@@ -272,9 +268,9 @@ func (r *receiver) nextBatch(dst [][]byte) (int, error) {
 	ok := true
 	dst[0] = b
 	n := 1
-	if pr, plain := r.frames.(pageReader); plain && pr.prefix == prefixSize && r.slot >= 0 {
-		// The rest of the page in one loop, counted once (page.go).
-		k, bytes := pr.records(&r.pos, dst[1:])
+	if r.frames.Prefix() == page.PrefixSize && r.slot >= 0 {
+		// The rest of the page in one loop, counted once (page.Reader.Records).
+		k, bytes := r.frames.Records(&r.pos, dst[1:])
 		r.msgs += uint64(k)
 		r.bytes += bytes
 		return 1 + k, nil
@@ -303,14 +299,14 @@ func (r *receiver) nextRecords(dst []record) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dst[0] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
+	dst[0] = record{tag: r.pos.Tag, seq: r.pos.Seq, b: b}
 	n := 1
 	for ; n < len(dst); n++ {
 		b, ok := r.another()
 		if !ok {
 			break
 		}
-		dst[n] = record{tag: r.pos.tag, seq: r.pos.seq, b: b}
+		dst[n] = record{tag: r.pos.Tag, seq: r.pos.Seq, b: b}
 	}
 	return n, nil
 }
@@ -321,7 +317,7 @@ func (r *receiver) another() ([]byte, bool) {
 	if r.slot < 0 {
 		return nil, false
 	}
-	b, ok := r.frames.record(&r.pos)
+	b, ok := r.frames.Record(&r.pos)
 	if ok {
 		r.bytes += uint64(len(b))
 		r.msgs++
@@ -331,7 +327,7 @@ func (r *receiver) another() ([]byte, bool) {
 
 func (r *receiver) nextLocked() ([]byte, error) {
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
-		if b, ok := r.frames.record(&r.pos); ok {
+		if b, ok := r.frames.Record(&r.pos); ok {
 			r.bytes += uint64(len(b))
 			r.msgs++
 			return b, nil
@@ -343,9 +339,9 @@ func (r *receiver) nextLocked() ([]byte, error) {
 	if err := r.waitMessage(context.Background()); err != nil {
 		return nil, err
 	}
-	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
+	if ch := r.pos.Chunk(); uint64(len(ch)) == r.pos.Left {
 		// The buffer stays the reader's until its next read.
-		r.pos.consume(len(ch))
+		r.pos.Consume(len(ch))
 		r.bytes += uint64(len(ch))
 		r.msgs++
 		return ch, nil
@@ -386,10 +382,10 @@ func (r *receiver) waitMessage(ctx context.Context) error {
 func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 	n := 0
 	for {
-		k := copy(p[n:], r.pos.chunk())
+		k := copy(p[n:], r.pos.Chunk())
 		r.consume(k)
 		n += k
-		if !r.pos.inMsg {
+		if !r.pos.InMsg {
 			return n, nil
 		}
 		// The rest of the message is still coming. On an error, what was
@@ -407,7 +403,7 @@ func (r *receiver) readRest(ctx context.Context, p []byte) (int, error) {
 // MaxMessageSize (with MaxMessageSize at 1 TiB, that was the process):
 // the receive buffers are memory the connection commits to the peer
 // anyway, and a larger message makes its room as it arrives (readAppend).
-func (r *receiver) room() int { return int(min(r.pos.left, uint64(len(r.q.mem)))) }
+func (r *receiver) room() int { return int(min(r.pos.Left, uint64(len(r.q.mem)))) }
 
 // readAppend appends the rest of the current message to dst as its bytes
 // arrive, bounded by ctx unless it is nil. Room beyond dst's capacity
@@ -417,16 +413,16 @@ func (r *receiver) room() int { return int(min(r.pos.left, uint64(len(r.q.mem)))
 // returned slice.
 func (r *receiver) readAppend(ctx context.Context, dst []byte) ([]byte, error) {
 	for {
-		ch := r.pos.chunk()
+		ch := r.pos.Chunk()
 		if cap(dst)-len(dst) < len(ch) {
-			need := uint64(len(dst)) + r.pos.left
+			need := uint64(len(dst)) + r.pos.Left
 			grown := make([]byte, len(dst), int(min(need, uint64(max(2*cap(dst), len(dst)+len(ch))))))
 			copy(grown, dst)
 			dst = grown
 		}
 		dst = append(dst, ch...)
 		r.consume(len(ch))
-		if !r.pos.inMsg {
+		if !r.pos.InMsg {
 			return dst, nil
 		}
 		if err := r.waitMessage(ctx); err != nil {
@@ -439,12 +435,12 @@ func (r *receiver) readAppend(ctx context.Context, dst []byte) ([]byte, error) {
 // back as soon as the reader is done with it, so that the peer gets its
 // credit without waiting for the next read.
 func (r *receiver) consume(k int) {
-	r.pos.consume(k)
+	r.pos.Consume(k)
 	r.bytes += uint64(k)
-	if !r.pos.inMsg {
+	if !r.pos.InMsg {
 		r.msgs++
 	}
-	if r.pos.off == len(r.pos.buf) && !r.pos.ready() && !r.pos.more() {
+	if r.pos.Off == len(r.pos.Buf) && !r.pos.Ready() && !r.pos.More() {
 		r.leaveBuffer()
 	}
 }
@@ -458,18 +454,18 @@ func (r *receiver) position() (bool, error) {
 	}
 	for {
 		if r.slot >= 0 {
-			if r.pos.ready() {
+			if r.pos.Ready() {
 				return true, nil
 			}
-			if r.pos.more() {
-				if err := r.frames.begin(&r.pos); err != nil {
+			if r.pos.More() {
+				if err := r.frames.Begin(&r.pos); err != nil {
 					return false, r.readFailed(err)
 				}
 				continue
 			}
 			r.leaveBuffer()
 		}
-		slot, ok := r.q.ready.peek()
+		slot, ok := r.q.ready.Peek()
 		if !ok {
 			return false, nil
 		}
@@ -478,7 +474,7 @@ func (r *receiver) position() (bool, error) {
 		if r.q.lending.started() {
 			r.gen = r.q.lending.gen(r.slot)
 		}
-		if err := r.frames.enter(&r.pos, payload, h); err != nil {
+		if err := r.frames.Enter(&r.pos, payload, h); err != nil {
 			return false, r.readFailed(err)
 		}
 	}
@@ -488,7 +484,7 @@ func (r *receiver) position() (bool, error) {
 // decode; the reactor closes it, and every later read returns err.
 func (r *receiver) readFailed(err error) error {
 	r.failed = err
-	r.pos.drop()
+	r.pos.Drop()
 	r.l.failLater(err)
 	return err
 }
@@ -497,9 +493,9 @@ func (r *receiver) readFailed(err error) error {
 // the reactor unless Messages handed out from it still use it.
 func (r *receiver) leaveBuffer() {
 	slot := uint32(r.slot)
-	r.q.ready.pop()
+	r.q.ready.Pop()
 	r.slot = -1
-	r.pos.leave()
+	r.pos.Leave()
 	r.stats.messagesReceived.Store(r.msgs)
 	r.stats.bytesReceived.Store(r.bytes)
 	h := r.q.lending.left(slot, r.lent)
@@ -536,7 +532,7 @@ func (r *receiver) readable() error {
 
 // arrived reports whether a buffer the reader does not hold yet is ready.
 func (r *receiver) arrived() bool {
-	n := r.q.ready.len()
+	n := r.q.ready.Len()
 	if r.slot >= 0 {
 		n--
 	}
@@ -562,7 +558,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		c.stopWaiting(&q.waiting)
 		return nil
 	}
-	if life.ended.Load() {
+	if life.Ended() {
 		c.stopWaiting(&q.waiting)
 		if r.arrived() {
 			return nil
@@ -570,13 +566,13 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		if r.failed != nil {
 			return c.opError("read", r.failed)
 		}
-		if errors.Is(life.err, io.EOF) {
-			if r.pos.inMsg {
+		if errors.Is(life.Err(), io.EOF) {
+			if r.pos.InMsg {
 				return c.opError("read", errCutShort)
 			}
 			return io.EOF
 		}
-		return c.opError("read", life.err)
+		return c.opError("read", life.Err())
 	}
 	if r.closed.Load() {
 		c.stopWaiting(&q.waiting)
@@ -592,7 +588,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 			return nil
 		case r.failed != nil:
 			return c.opError("read", r.failed)
-		case r.pos.inMsg:
+		case r.pos.InMsg:
 			return c.opError("read", errCutShort)
 		}
 		return io.EOF

@@ -10,6 +10,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/sendgate"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // sender is a Conn's writing side. Its methods run in the writing
@@ -21,11 +25,11 @@ import (
 type sender struct {
 	half
 	q      *sendQueue
-	gate   sendGate
-	frames frameWriter // set once at connect
-	lazy   bool        // frames wait to fill: a pageWatch flushes them
-	watch  *pageWatch  // nil unless lazy
-	pack   bool        // frames are packed: see packing.go
+	gate   sendgate.Gate
+	frames *page.Writer // set once at connect
+	lazy   bool         // frames wait to fill: a pageWatch flushes them
+	watch  *pageWatch   // nil unless lazy
+	pack   bool         // frames are packed: see packing.go
 	packing
 
 	open    bool          // a buffer is being filled: the one at q.head
@@ -35,7 +39,7 @@ type sender struct {
 	msgs    uint64        // messages written
 	bytes   uint64        // their bytes
 	maxSend int           // set once at connect
-	lend    bool          // large messages go from the caller's memory (lent.go); set at connect
+	lend    bool          // large messages go from the caller's memory (send_from_slice.go); set at connect
 	// appendMax is the largest message the fast paths append: maxSend,
 	// or below lendMin when large ones are lent. Set at connect.
 	appendMax int
@@ -64,10 +68,10 @@ const (
 // Both framings are pages: through the assertion appendWhole is a direct
 // call, not an interface one.
 func (s *sender) write(p []byte) (int, error) {
-	if w, ok := s.frames.(*pageWriter); s.gate.lock() && ok && s.open && len(p) <= s.appendMax && w.appendWhole(p) {
+	if s.gate.Lock() && s.open && len(p) <= s.appendMax && s.frames.AppendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
-		s.gate.unlock()
+		s.gate.Unlock()
 		if s.pack && s.want.Load() {
 			s.sealWanted()
 		}
@@ -82,17 +86,16 @@ func (s *sender) write(p []byte) (int, error) {
 // to look at, no Close, no end, no earlier failure, no size limit hit.
 // The publisher asks it; a Conn's writers know it from the gate's flags.
 func (s *sender) unhindered(n int) bool {
-	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.ended.Load() && s.failed == nil && n <= s.maxSend
+	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.Ended() && s.failed == nil && n <= s.maxSend
 }
 
 func (s *sender) writeBatch(msgs [][]byte) (int, error) {
-	clear := s.gate.lock()
+	clear := s.gate.Lock()
 	defer s.unlock()
-	w, ok := s.frames.(*pageWriter)
-	clear = clear && ok
+	w := s.frames
 	for i := 0; i < len(msgs); i++ {
 		if clear && s.open {
-			n, bytes := w.appendAll(msgs[i:], s.appendMax)
+			n, bytes := w.AppendAll(msgs[i:], s.appendMax)
 			s.msgs += uint64(n)
 			s.bytes += bytes
 			if i += n; i == len(msgs) {
@@ -110,8 +113,8 @@ func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 // try.
 func (s *sender) writeWaiting(ctx context.Context, p []byte, try bool) (int, error) {
 	if !try {
-		s.gate.lock()
-	} else if !s.gate.tryLock() {
+		s.gate.Lock()
+	} else if !s.gate.TryLock() {
 		return 0, s.side.opError("write", ErrWouldBlock)
 	}
 	defer s.unlock()
@@ -135,30 +138,30 @@ func (s *sender) writeLocked(ctx context.Context, p []byte, try bool) (int, erro
 // framing says; only a message larger than a buffer spans several.
 func (s *sender) writeMessage(ctx context.Context, p []byte) (int, error) {
 	fw, n := s.frames, len(p)
-	if s.open && !fw.begin(n) {
+	if s.open && !fw.Begin(n) {
 		s.publish(flushFull)
 	}
 	if !s.open {
 		if err := s.openNext(ctx, 0); err != nil {
 			return 0, err
 		}
-		fw.begin(n) // a fresh buffer takes any message's start
+		fw.Begin(n) // a fresh buffer takes any message's start
 	}
-	off := fw.put(p)
+	off := fw.Put(p)
 	for off < n {
 		s.publish(flushFull)
-		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-headerSize))); err != nil {
+		if err := s.openNext(ctx, uint64(min(n-off, s.q.bufSize-wire.HeaderSize))); err != nil {
 			// Part of the message is on its way: the stream cannot go on.
 			s.failed = err
-			s.gate.stop()
+			s.gate.Stop()
 			return off, err
 		}
-		off += fw.put(p[off:])
+		off += fw.Put(p[off:])
 	}
 	s.msgs++
 	s.bytes += uint64(n)
 	switch {
-	case fw.full():
+	case fw.Full():
 		s.publish(flushFull)
 	case s.pack:
 		s.settle()
@@ -175,7 +178,7 @@ func (s *sender) openNext(ctx context.Context, cont uint64) error {
 			return err
 		}
 	}
-	s.frames.open(s.q.buf(head), cont)
+	s.frames.Open(s.q.buf(head), cont)
 	s.open = true
 	if s.lazy {
 		s.opened.Add(1)
@@ -189,7 +192,7 @@ func (s *sender) openNext(ctx context.Context, cont uint64) error {
 func (s *sender) seal(cause flushCause) {
 	head := s.q.head.Load()
 	slot := head % uint64(s.q.slots)
-	s.q.lens[slot] = uint32(s.frames.seal())
+	s.q.lens[slot] = uint32(s.frames.Seal())
 	if s.tail != nil {
 		s.q.tails[slot], s.tail = s.tail, nil
 		s.q.lent[slot].Store(lentWaiting)
@@ -219,7 +222,7 @@ func (s *sender) delivered() uint64 { return s.stats.messagesSent.Load() }
 
 // flush sends the open buffer now.
 func (s *sender) flush() error {
-	s.gate.lock()
+	s.gate.Lock()
 	defer s.unlock()
 	if err := s.writable(0); err != nil {
 		return err
@@ -232,7 +235,7 @@ func (s *sender) flush() error {
 
 // sealForClose seals what was written, for Close to send it.
 func (s *sender) sealForClose() {
-	s.gate.lock()
+	s.gate.Lock()
 	if s.open {
 		s.seal(flushExplicit)
 	}
@@ -242,7 +245,7 @@ func (s *sender) sealForClose() {
 // shutWrite seals what was written and makes every later write fail, for
 // CloseWrite; it reports false if it was done already.
 func (s *sender) shutWrite() bool {
-	s.gate.lock()
+	s.gate.Lock()
 	defer s.unlock()
 	if s.shut {
 		return false
@@ -251,7 +254,7 @@ func (s *sender) shutWrite() bool {
 		s.seal(flushExplicit)
 	}
 	s.shut = true
-	s.gate.stop()
+	s.gate.Stop()
 	return true
 }
 
@@ -266,7 +269,7 @@ func (s *sender) writable(n int) error {
 		return s.side.opError("write", syscall.EPIPE)
 	case expired(&s.deadline):
 		return s.side.opError("write", os.ErrDeadlineExceeded)
-	case s.l.life.ended.Load():
+	case s.l.life.Ended():
 		return s.deadErr()
 	case s.failed != nil:
 		return s.failed
@@ -282,7 +285,7 @@ func (s *sender) fits(n int) bool {
 	if s.open {
 		free-- // the open buffer is not published yet
 	}
-	return free >= s.frames.buffers(n, s.open)
+	return free >= s.frames.Buffers(n, s.open)
 }
 
 // waitWritable waits until fewer than all send buffers are in flight, for
@@ -309,7 +312,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 		case s.closed.Load():
 			c.stopWaiting(&q.waiting)
 			return c.opError("write", net.ErrClosed)
-		case s.l.life.ended.Load():
+		case s.l.life.Ended():
 			c.stopWaiting(&q.waiting)
 			return s.deadErr()
 		case ctx.Err() != nil:
@@ -331,7 +334,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 // deadErr is what a write to an ended connection returns: the peer's
 // orderly close reads as a broken pipe, as for a socket.
 func (s *sender) deadErr() error {
-	err := s.l.life.err
+	err := s.l.life.Err()
 	if errors.Is(err, io.EOF) {
 		err = syscall.EPIPE
 	}

@@ -18,17 +18,10 @@ import "strings"
 // On hardware providers (verbs) the NIC moves the data and a post costs the
 // same whatever its size: nothing is held back there.
 //
-// With 1 MiB pages the slice is one page posted at a time. What that costs
-// a lone stream, measured 2026-11-23 on a loaded 2-core machine: in one
-// process (BenchmarkBuffered/1MiB/netio-ht, 5 runs alternated) 1059 MB/s
-// median against 1447 with two pages posted and 1507 uncapped, as each
-// page then takes a poll round with its own completion and wake-ups; but
-// between two processes, which is what compare measures, two pages posted
-// (only while no LowLatency link had been active for 1 ms) were slower,
-// not faster: netio-ht 1 MiB two/one median 0.83 over 10 alternated pairs
-// of 5-run medians (0.63-1.61), the tcp provider's socket filling behind
-// the second page. Uncapped, LowLatency round trips under the stream
-// (BenchmarkMixed, 3 runs alternated) went from 2.3-7x idle to 5.5-35x.
+// With 1 MiB pages the slice is one page posted at a time: slower for a
+// lone stream in one process, faster between two processes, and uncapped
+// it made LowLatency round trips under a stream several times slower
+// (docs/decisions/2026-11-23-slice-one-page.md).
 
 // sliceBytes is how many bytes of data sends a link keeps posted at most on
 // a provider that copies in software, unless a single send is larger.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // Subscription receives the messages a publisher publishes under a set of
@@ -96,7 +98,7 @@ func Subscribe(ctx context.Context, network, address string, tags []uint64, opts
 	s.C = s.c
 	sc.reqMu.Lock()
 	fresh := sc.add(s, tags)
-	err = sc.request(ctx, kindSubscribe, fresh, sc.policyOf)
+	err = sc.request(ctx, wire.KindSubscribe, fresh, sc.policyOf)
 	sc.reqMu.Unlock()
 	if err != nil {
 		s.finish(err, false)
@@ -126,11 +128,11 @@ func (s *Subscription) Subscribe(ctx context.Context, tags ...uint64) error {
 	}
 	sc.mu.RUnlock()
 	fresh := sc.add(s, added)
-	err := sc.request(ctx, kindSubscribe, fresh, sc.policyOf)
+	err := sc.request(ctx, wire.KindSubscribe, fresh, sc.policyOf)
 	if err != nil {
 		if gone := sc.drop(s, added); len(gone) > 0 {
 			uctx, cancel := context.WithTimeout(context.Background(), sc.cfg.ConnectTimeout)
-			sc.request(uctx, kindUnsubscribe, gone, nil)
+			sc.request(uctx, wire.KindUnsubscribe, gone, nil)
 			cancel()
 		}
 		return sc.opError("subscribe", err)
@@ -149,7 +151,7 @@ func (s *Subscription) Unsubscribe(tags ...uint64) error {
 	gone := s.sc.drop(s, tags)
 	ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
 	defer cancel()
-	if err := s.sc.request(ctx, kindUnsubscribe, gone, nil); err != nil {
+	if err := s.sc.request(ctx, wire.KindUnsubscribe, gone, nil); err != nil {
 		return s.sc.opError("unsubscribe", err)
 	}
 	return nil
@@ -184,7 +186,7 @@ func (s *Subscription) finish(err error, inDispatcher bool) bool {
 		s.sendMu.Unlock()
 		if !last && len(gone) > 0 && !inDispatcher {
 			ctx, cancel := context.WithTimeout(context.Background(), s.sc.cfg.ConnectTimeout)
-			s.sc.request(ctx, kindUnsubscribe, gone, nil)
+			s.sc.request(ctx, wire.KindUnsubscribe, gone, nil)
 			cancel()
 		}
 		if !inDispatcher {
@@ -357,7 +359,7 @@ type subLink struct {
 
 	// Reactor only until the link ends; the dispatcher reads bye after.
 	awaited map[uint32]*awaitedAck
-	bye     *farewell
+	bye     *wire.Farewell
 }
 
 // awaitedAck is a request waiting for its acknowledgements; the reactor's.
@@ -480,10 +482,7 @@ func dialSubConn(ctx context.Context, key string, a *args) (*subConn, error) {
 // dial makes a new link to the publisher.
 func (sc *subConn) dial(ctx context.Context) (*subLink, error) {
 	cfg := &sc.cfg
-	f := taggedPages(cfg.Mode == LowLatency)
-	lc := linkConfig{mode: cfg.Mode, role: roleSubscriber, ctlPayload: ctlPayloadMax, framing: f,
-		rxWindow: cfg.Window, rxBufSize: bufferFor(f, cfg.BufferSize), txWindow: minWindow, txBufSize: minBufferSize,
-		maxMessage: cfg.MaxMessageSize, linger: cfg.Linger, key: cfg.Key, beat: beatConfigOf(cfg)}
+	lc := newLinkConfig(wire.RoleSubscriber, cfg)
 	sl := &subLink{sc: sc, awaited: map[uint32]*awaitedAck{}}
 	_, err := dialLink(ctx, sc.args, func(eng *engine) (*link, error) {
 		l, err := newLink(eng, sl, &sl.stats, lc, sc.args.provider)
@@ -651,7 +650,7 @@ func (sc *subConn) request(ctx context.Context, kind uint8, tags []uint64, polic
 		}
 		select {
 		case <-relinked:
-			if kind == kindSubscribe {
+			if kind == wire.KindSubscribe {
 				return nil // subscribed again with everything else
 			}
 		case <-sc.ctx.Done():
@@ -688,7 +687,7 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 		byPolicy[Block] = nil
 	}
 	pr := &awaitedAck{want: len(tags), targets: map[uint64]ackTarget{}, done: make(chan struct{})}
-	if kind == kindSubscribe {
+	if kind == wire.KindSubscribe {
 		sc.mu.RLock()
 		for _, tag := range tags {
 			if st := sc.tags[tag]; st != nil {
@@ -707,9 +706,9 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 	first := true
 	for p, group := range byPolicy {
 		for first || len(group) > 0 {
-			n := min(len(group), tagsPerRequest)
-			r := request{id: id, policy: p, tags: group[:n]}
-			payload := r.marshal()
+			n := min(len(group), wire.TagsPerRequest)
+			r := wire.Request{ID: id, Policy: uint8(p), Tags: group[:n]}
+			payload := r.Marshal()
 			register := first
 			var sendErr error
 			if err := l.eng.r.Call(func() {
@@ -733,7 +732,7 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 			return errTooManyTags
 		}
 		return nil
-	case <-l.life.done:
+	case <-l.life.Done():
 		return errLinkDown
 	case <-ctx.Done():
 		return ctx.Err()
@@ -743,25 +742,25 @@ func (sl *subLink) request(ctx context.Context, kind uint8, tags []uint64, polic
 // onAck records an acknowledgement for the dispatcher and the requester;
 // on the reactor, before any message of its tags is handed to the
 // dispatcher (the publisher sends it first).
-func (sl *subLink) onAck(a ack) {
-	pr := sl.awaited[a.id]
+func (sl *subLink) onAck(a wire.Ack) {
+	pr := sl.awaited[a.ID]
 	if pr == nil || pr.finished {
 		return // a request that gave up
 	}
-	if a.refused {
+	if a.Refused {
 		pr.refused, pr.finished = true, true
 		close(pr.done)
 		return
 	}
-	note := &ackNote{incarnation: a.incarnation, targets: make([]ackTarget, 0, len(a.tags)), nexts: make([]uint64, 0, len(a.tags))}
-	for i, tag := range a.tags {
+	note := &ackNote{incarnation: a.Incarnation, targets: make([]ackTarget, 0, len(a.Tags)), nexts: make([]uint64, 0, len(a.Tags))}
+	for i, tag := range a.Tags {
 		if t, ok := pr.targets[tag]; ok {
 			note.targets = append(note.targets, t)
-			note.nexts = append(note.nexts, a.next[i])
+			note.nexts = append(note.nexts, a.Next[i])
 		}
 	}
 	sl.sc.noteAck(note)
-	if pr.got += len(a.tags); pr.got >= pr.want {
+	if pr.got += len(a.Tags); pr.got >= pr.want {
 		pr.finished = true
 		close(pr.done)
 	}
@@ -826,7 +825,7 @@ func (sl *subLink) closeLink() {
 		t := time.NewTimer(sl.sc.cfg.Linger + time.Second)
 		defer t.Stop()
 		select {
-		case <-l.life.released:
+		case <-l.life.Released():
 		case <-t.C:
 		}
 	}
@@ -834,8 +833,8 @@ func (sl *subLink) closeLink() {
 
 func (sl *subLink) sized(l *link) error {
 	r := &sl.recv
-	r.frames = l.cfg.framing.reader()
-	r.pos.max = l.sizes.maxRecv
+	r.frames = l.cfg.framing.Reader()
+	r.pos.Max = l.sizes.maxRecv
 	r.spares.limit = 4 * l.rx.bufSize
 	return nil
 }
@@ -847,15 +846,15 @@ func (sl *subLink) released(*link)    {}
 
 func (sl *subLink) control(_ *link, kind uint8, payload []byte) error {
 	switch kind {
-	case kindAck:
-		a, err := parseAck(payload)
+	case wire.KindAck:
+		a, err := wire.ParseAck(payload)
 		if err != nil {
 			return err
 		}
 		sl.onAck(a)
 		return nil
-	case kindFin:
-		f, err := parseFarewell(payload)
+	case wire.KindFin:
+		f, err := wire.ParseFarewell(payload)
 		if err != nil {
 			return err
 		}

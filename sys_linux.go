@@ -7,15 +7,6 @@ import "golang.org/x/sys/unix"
 
 func gettid() int { return unix.Gettid() }
 
-// totalRAM is the physical memory in bytes, or 0 where sysinfo does not say.
-func totalRAM() uint64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		return 0
-	}
-	return uint64(si.Totalram) * uint64(max(si.Unit, 1))
-}
-
 func newEventfd() (int, error) { return unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC) }
 
 // canLockAnyMemory reports whether the process holds CAP_IPC_LOCK, with

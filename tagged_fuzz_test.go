@@ -2,47 +2,51 @@ package netio
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/netio-go/netio/internal/page"
+	"github.com/netio-go/netio/internal/page/pagetest"
+	"github.com/netio-go/netio/internal/seedcorpus"
+	"github.com/netio-go/netio/internal/wire"
 )
 
 // FuzzTaggedPages is FuzzPageDecoder for the pages of publish/subscribe
-// (kind kindTagged: each record's length followed by its tag and sequence
+// (kind wire.KindTagged: each record's length followed by its tag and sequence
 // number), read the way a subscriber's dispatcher reads them, with
 // receiver.nextRecords. The input is FuzzPageDecoder's (see
-// parseDecoderInput), its honest pages tagged; the read style bits are
+// pagetest.ParseInput), its honest pages tagged; the read style bits are
 // unused and the size s makes batches of s+1 records. The Conn is held to
-// pageModel decoding tagged pages: the same records, tags and sequence
+// pagetest.Model decoding tagged pages: the same records, tags and sequence
 // numbers, the same end, and no allocation that a record's length asks for
 // before its bytes arrive.
 func FuzzTaggedPages(f *testing.F) {
-	addSeeds(f, taggedSeeds())
+	seedcorpus.Add(f, pagetest.TaggedSeeds())
 	f.Fuzz(func(t *testing.T, data []byte) { runTagged(t, data) })
 }
 
 // runTagged delivers the input's pages, reads them back with nextRecords
 // and checks the records against the model. It returns the input and how
 // reading ended.
-func runTagged(t *testing.T, data []byte) (*decoderInput, error) {
-	d := parseDecoderInput(data, true)
-	m := &d.model
-	bufSize := headerSize + 1
-	for _, b := range d.bufs {
+func runTagged(t *testing.T, data []byte) (*pagetest.Input, error) {
+	d := pagetest.ParseInput(data, true)
+	m := &d.Model
+	bufSize := wire.HeaderSize + 1
+	for _, b := range d.Bufs {
 		bufSize = max(bufSize, len(b))
 	}
-	c := newReadingConn(t, len(d.bufs), bufSize, d.max)
-	f := taggedPages(false)
-	c.link.frames = f.checker(d.max)
-	c.recv.frames = f.reader()
+	c := newReadingConn(t, len(d.Bufs), bufSize, d.Max)
+	f := page.Tagged(false)
+	c.link.cfg.framing = f
+	c.recv.frames = f.Reader()
 	before := heapAllocs()
-	pushed := deliver(c, d.bufs, d.bypass)
-	batch := make([]record, d.size+1)
+	pushed := deliver(c, d.Bufs, d.Bypass)
+	batch := make([]record, d.Size+1)
 	var got []record
 	var end error
 	for calls := 1; end == nil; calls++ {
-		if calls > 2*len(m.msgs)+4 {
+		if calls > 2*len(m.Msgs)+4 {
 			t.Fatalf("read %d times (%d records) and still going: more than the input holds", calls, len(got))
 		}
 		n, err := c.recv.nextRecords(batch)
@@ -61,82 +65,28 @@ func runTagged(t *testing.T, data []byte) (*decoderInput, error) {
 		t.Fatalf("nextRecords after %v returned %v; want that error again", end, err)
 	}
 	checkAllocs(t, before, len(data), c)
-	checkEnd(t, end, m.end())
-	if len(got) != len(m.msgs) {
-		t.Fatalf("read %d records before %v; the pages hold %d", len(got), end, len(m.msgs))
+	checkEnd(t, end, m.End())
+	if len(got) != len(m.Msgs) {
+		t.Fatalf("read %d records before %v; the pages hold %d", len(got), end, len(m.Msgs))
 	}
 	for i, r := range got {
-		if !bytes.Equal(r.b, m.msgs[i]) || r.tag != m.tags[i][0] || r.seq != m.tags[i][1] {
+		if !bytes.Equal(r.b, m.Msgs[i]) || r.tag != m.Tags[i][0] || r.seq != m.Tags[i][1] {
 			t.Fatalf("record %d: tag %d seq %d, %d bytes %.64x; the pages hold tag %d seq %d, %d bytes %.64x",
-				i, r.tag, r.seq, len(r.b), r.b, m.tags[i][0], m.tags[i][1], len(m.msgs[i]), m.msgs[i])
+				i, r.tag, r.seq, len(r.b), r.b, m.Tags[i][0], m.Tags[i][1], len(m.Msgs[i]), m.Msgs[i])
 		}
 	}
-	finish(t, c, nil, d.size&1 != 0, pushed)
+	finish(t, c, nil, d.Size&1 != 0, pushed)
 	return d, end
 }
 
-// trec is a tagged record: an 8-byte length n, tag, seq, and body (which
-// may be shorter).
-func trec(n uint64, tag, seq uint64, body []byte) []byte {
-	b := binary.LittleEndian.AppendUint64(nil, n)
-	b = binary.LittleEndian.AppendUint64(b, tag)
-	b = binary.LittleEndian.AppendUint64(b, seq)
-	return append(b, body...)
-}
-
-// trecs are whole tagged records, of tag 7 and sequence numbers from seq.
-func trecs(seq uint64, msgs ...string) []byte {
-	var b []byte
-	for i, m := range msgs {
-		b = append(b, trec(uint64(len(m)), 7, seq+uint64(i), []byte(m))...)
-	}
-	return b
-}
-
-func taggedSeeds() []fuzzSeed {
-	sub := func(size int) decoderSeed { return newDecoderSeed(0, size, false, maxBy250) }
-	huge := func(size int) decoderSeed { return newDecoderSeed(0, size, false, 255) }
-	hundred := fill(100, 'h')
-	return []fuzzSeed{
-		{"records", sub(15).page(trecs(0, "a", "", "hello")).page(trecs(3, "b")), io.EOF, 4},
-		{"records-one-at-a-time", sub(0).page(trecs(0, "a", "bb", "ccc")), io.EOF, 3},
-		{"tags-and-seqs-extreme", sub(3).page(cat(trec(1, 0, 0, []byte("z")), trec(2, 1<<64-1, 1<<64-1, []byte("mx")), trec(0, 1<<63, 5, nil))), io.EOF, 3},
-		{"one-record-pages", sub(1).page(trecs(0, "one")).page(trecs(1, "two")).page(trecs(2, "three")), io.EOF, 3},
-		{"split-two-pages", sub(2).page(cat(trecs(0, "x"), trec(300, 9, 1, hundred))).page(cat(fill(200, 'n'), trecs(2, "y"))), io.EOF, 3},
-		{"split-three-pages", newDecoderSeed(0, 4, false, 0).page(trec(3000, 1, 1, fill(1000, 'a'))).page(fill(1000, 'b')).page(cat(fill(1000, 'c'), trecs(2, "end"))), io.EOF, 2},
-		{"at-maximum", sub(0).page(trec(1000, 1, 1, fill(1000, 'm'))), io.EOF, 1},
-		{"over-maximum", sub(0).page(cat(trecs(0, "ok"), trec(1001, 1, 1, fill(10, 'o')))), ErrMessageTooLarge, 1},
-		{"over-maximum-huge", sub(0).page(trec(1<<64-1, 1, 1, fill(10, 'o'))), ErrMessageTooLarge, 0},
-		{"lying-length-within-huge-maximum", huge(0).page(cat(trecs(0, "ok"), trec(1<<39, 1, 1, fill(10, 'l')))), io.ErrUnexpectedEOF, 1},
-		{"lying-length-within-huge-maximum-next-page", huge(2).page(trec(1<<40, 1, 1, fill(10, 'l'))).page(fill(50, 'm')), io.ErrUnexpectedEOF, 0},
-		{"lying-length-short", sub(0).page(trec(2, 1, 1, []byte("abcdef"))), ErrProtocol, 1},
-		{"lying-length-next-page-new", sub(0).page(trec(100, 1, 1, fill(10, 'l'))).raw(header{kind: kindTagged, fragLen: 25}, trecs(1, "n")), ErrProtocol, 0},
-		{"prefix-truncated", sub(0).page(cat(trecs(0, "ok"), fill(20, 0))), ErrProtocol, 1},
-		{"plain-record-in-tagged-page", sub(0).page(rec(1, []byte("x"))), ErrProtocol, 0},
-		{"continuation-one-more", sub(0).page(trec(100, 1, 1, fill(50, 'a'))).page(cat(fill(50, 'b'), trecs(1, "c")), 1), ErrProtocol, 0},
-		{"continuation-on-first-page", sub(0).page(cat(fill(5, 'c'), trecs(0, "x")), 5), ErrProtocol, 0},
-		{"empty-page-inside-message", sub(0).page(trec(100, 1, 1, fill(50, 'a'))).page(nil), ErrProtocol, 0},
-		{"msglen-above-fraglen", sub(0).page(trecs(0, "ok")).raw(header{kind: kindTagged, fragLen: 5, msgLen: 10}, fill(5, 'x')), ErrProtocol, 1},
-		{"msglen-above-fraglen-reader", newDecoderSeed(0, 0, true, maxBy250).page(trec(100, 1, 1, fill(50, 'a'))).raw(header{kind: kindTagged, fragLen: 5, msgLen: 50}, fill(5, 'x')), ErrProtocol, 0},
-		{"plain-page-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindPage, fragLen: 9}, rec(1, []byte("x"))), ErrProtocol, 1},
-		{"data-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindData, flags: flagLast, fragLen: 3, msgLen: 3}, []byte("abc")), ErrProtocol, 1},
-		{"ack-kind", sub(0).page(trecs(0, "ok")).raw(header{kind: kindAck, fragLen: 16}, fill(16, 0)), ErrProtocol, 1},
-		{"fraglen-says-more", sub(0).page(trecs(0, "ok")).page(trecs(1, "lie"), lieFrag), ErrProtocol, 1},
-		{"truncated-header", sub(0).page(trecs(0, "ok")).truncated(8), ErrProtocol, 1},
-		{"page-after-fin", sub(0).page(trecs(0, "ok")).raw(header{kind: kindFin, flags: flagLast}, nil).page(trecs(1, "zombie")), ErrProtocol, 1},
-		{"fin-inside-message", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(header{kind: kindFin, flags: flagLast}, nil), io.ErrUnexpectedEOF, 0},
-		{"credit-between-pages", sub(0).page(trec(20, 1, 1, fill(10, 'a'))).raw(header{kind: kindCredit, credits: 3}, nil).page(fill(10, 'b')), io.EOF, 1},
-	}
-}
-
 func TestTaggedPagesSeeds(t *testing.T) {
-	checkSeedCorpus(t, "FuzzTaggedPages", taggedSeeds(), func(t *testing.T, s fuzzSeed) {
-		d, end := runTagged(t, s.in)
-		if errorClass(end) != errorClass(s.end) {
-			t.Fatalf("ends with %v, want %s", end, errorClass(s.end))
+	seedcorpus.Check(t, "FuzzTaggedPages", pagetest.TaggedSeeds(), func(t *testing.T, s seedcorpus.Seed) {
+		d, end := runTagged(t, s.In)
+		if errorClass(end) != errorClass(s.End) {
+			t.Fatalf("ends with %v, want %s", end, errorClass(s.End))
 		}
-		if len(d.model.msgs) != s.msgs {
-			t.Fatalf("%d records before the end, want %d", len(d.model.msgs), s.msgs)
+		if len(d.Model.Msgs) != s.Msgs {
+			t.Fatalf("%d records before the end, want %d", len(d.Model.Msgs), s.Msgs)
 		}
 	})
 }
@@ -159,14 +109,14 @@ func FuzzTaggedRoundTrip(f *testing.F) {
 
 func runTaggedRoundTrip(t *testing.T, data []byte) {
 	pageCap, style, size, _, maxSend, msgs := parseRoundTripInput(data)
-	pageCap = taggedPrefixSize + (pageCap-prefixSize)%(4089-taggedPrefixSize+prefixSize)
+	pageCap = page.TaggedPrefixSize + (pageCap-page.PrefixSize)%(4089-page.TaggedPrefixSize+page.PrefixSize)
 	packed := style&1 != 0
 	slots := 1
 	for _, m := range msgs {
-		slots = max(slots, 3+(taggedPrefixSize+len(m.b))/pageCap)
+		slots = max(slots, 3+(page.TaggedPrefixSize+len(m.b))/pageCap)
 	}
 	w := newWritingConn(t, pageCap, slots, maxSend)
-	pw := taggedPages(packed).writer(pageCap).(*pageWriter)
+	pw := page.Tagged(packed).Writer(pageCap)
 	w.send.frames, w.send.lazy, w.send.pack = pw, !packed, packed
 	if packed {
 		w.link.packed = &w.send
@@ -180,7 +130,7 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 			}
 		}
 		tag, seq := uint64(i%3)<<62|uint64(len(m.b)), uint64(i)*0x9e3779b97f4a7c15
-		pw.setRecord(tag, seq)
+		pw.SetRecord(tag, seq)
 		var n int
 		var err error
 		if m.try {
@@ -220,13 +170,13 @@ func runTaggedRoundTrip(t *testing.T, data []byte) {
 	}
 	pages = append(pages, sentTaggedPages(t, w, 0)...)
 
-	c := newReadingConn(t, len(pages), headerSize+pageCap, uint64(maxSend))
-	f := taggedPages(packed)
-	c.link.frames = f.checker(uint64(maxSend))
-	c.recv.frames = f.reader()
+	c := newReadingConn(t, len(pages), wire.HeaderSize+pageCap, uint64(maxSend))
+	f := page.Tagged(packed)
+	c.link.cfg.framing = f
+	c.recv.frames = f.Reader()
 	pushed := deliver(c, pages, false)
 	if len(pushed) != len(pages) {
-		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.err)
+		t.Fatalf("the reactor's checks refused page %d of %d: %v", len(pushed), len(pages), c.link.life.Err())
 	}
 	batch := make([]record, size+1)
 	var got []record
@@ -267,8 +217,8 @@ func sentTaggedPages(t *testing.T, c *Conn, keep uint64) (pages [][]byte) {
 		slot := int(done % uint64(q.slots))
 		n := int(q.lens[slot])
 		page := bytes.Clone(q.mem[slot*q.bufSize : slot*q.bufSize+n])
-		if h := readHeader(page); n < headerSize || h.kind != kindTagged || int(h.fragLen) != n-headerSize {
-			t.Fatalf("tagged page of %d bytes with header %+v", n, readHeader(page))
+		if h := wire.ReadHeader(page); n < wire.HeaderSize || h.Kind != wire.KindTagged || int(h.FragLen) != n-wire.HeaderSize {
+			t.Fatalf("tagged page of %d bytes with header %+v", n, wire.ReadHeader(page))
 		}
 		pages = append(pages, page)
 	}
@@ -277,14 +227,14 @@ func sentTaggedPages(t *testing.T, c *Conn, keep uint64) (pages [][]byte) {
 }
 
 func taggedRoundTripSeeds() []fuzzSeed {
-	const page = 4096 - headerSize
+	const pageCap = 4096 - wire.HeaderSize
 	// Pages are packed for an odd read style, lazy for an even one.
-	small := newRoundTripSeed(page, nextMessageStyle, 0, false, 0)
+	small := newRoundTripSeed(pageCap, nextMessageStyle, 0, false, 0)
 	for i := range 20 {
 		small = small.msg(i*13, 0)
 	}
-	lazySmall := append(newRoundTripSeed(page, readMessageStyle, 3, false, 0), small[4:]...)
-	queued := newRoundTripSeed(page, nextMessageStyle, 3, false, 0)
+	lazySmall := append(newRoundTripSeed(pageCap, readMessageStyle, 3, false, 0), small[4:]...)
+	queued := newRoundTripSeed(pageCap, nextMessageStyle, 3, false, 0)
 	for i := range 20 {
 		queued = queued.msg(i*13, rtBatch)
 	}
@@ -296,9 +246,9 @@ func taggedRoundTripSeeds() []fuzzSeed {
 		{"exact-fits", newRoundTripSeed(100, nextMessageStyle, 0, false, 0).msg(76, 0).msg(60, 0).msg(0, 0).msg(52, 0).msg(77, 0), io.EOF, 0},
 		{"split-large-lazy", newRoundTripSeed(256, appendMessageStyle, 2, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
 		{"split-large-packed", newRoundTripSeed(256, nextBatchStyle, 5, false, 0).msg(10, 0).msg(1000, rtLong).msg(5, 0).msg(232, 0).msg(233, 0), io.EOF, 0},
-		{"flushes-and-trywrite", newRoundTripSeed(page, nextMessageStyle, 1, false, 0).msg(10, rtFlush).msg(20, rtTry).msg(0, rtFlush).msg(700, rtTry).msg(30, 0), io.EOF, 0},
-		{"tiny-pages", newRoundTripSeed(taggedPrefixSize, mixedStyle, 0, false, 0).msg(0, 0).msg(1, 0).msg(30, 0).msg(2, rtFlush), io.EOF, 0},
-		{"too-large-refused", newRoundTripSeed(page, nextMessageStyle, 0, false, 4).msg(128, 0).msg(129, 0).msg(5, rtTry).msg(200, rtTry).msg(7, 0), io.EOF, 0},
+		{"flushes-and-trywrite", newRoundTripSeed(pageCap, nextMessageStyle, 1, false, 0).msg(10, rtFlush).msg(20, rtTry).msg(0, rtFlush).msg(700, rtTry).msg(30, 0), io.EOF, 0},
+		{"tiny-pages", newRoundTripSeed(page.TaggedPrefixSize, mixedStyle, 0, false, 0).msg(0, 0).msg(1, 0).msg(30, 0).msg(2, rtFlush), io.EOF, 0},
+		{"too-large-refused", newRoundTripSeed(pageCap, nextMessageStyle, 0, false, 4).msg(128, 0).msg(129, 0).msg(5, rtTry).msg(200, rtTry).msg(7, 0), io.EOF, 0},
 	}
 }
 
