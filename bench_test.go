@@ -165,19 +165,6 @@ func onMessageEcho(b *testing.B) *netio.Conn {
 	return c
 }
 
-func echoMessages(c *netio.Conn) {
-	buf := make([]byte, 1<<16)
-	for {
-		n, err := c.ReadMessage(buf)
-		if err != nil {
-			return
-		}
-		if _, err := c.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
 func tcpPair(b *testing.B) (client, server net.Conn) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -370,9 +370,8 @@ func TestBufferedBackPressure(t *testing.T) {
 	}
 
 	// Reading frees pages, and writing goes on. The Write blocks first;
-	// the reader starts a known time after it did, so CreditWait grows by
-	// at least that time.
-	const blocked = 50 * time.Millisecond
+	// the reader starts after the test saw it blocked, so CreditWait grows
+	// by at least the time between the two.
 	waited := c.Stats().CreditWait
 	werr := make(chan error, 1)
 	go func() {
@@ -383,8 +382,9 @@ func TestBufferedBackPressure(t *testing.T) {
 		werr <- err
 	}()
 	waitBlocked(t, 1, "netio.(*Conn).Write")
-	time.Sleep(blocked)
+	seenBlocked := time.Now()
 	s.SetReadDeadline(time.Now().Add(hangTimeout))
+	blocked := time.Since(seenBlocked) // still blocked: nothing has read yet
 	b := make([]byte, 1000)
 	for i := 0; i < sent+1; i++ {
 		if _, err := s.ReadMessage(b); err != nil {
@@ -395,7 +395,7 @@ func TestBufferedBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	if w := c.Stats().CreditWait - waited; w < blocked {
-		t.Fatalf("CreditWait grew by %v, want at least the %v Write waited", w, blocked)
+		t.Fatalf("CreditWait grew by %v, want at least the %v the Write was seen waiting", w, blocked)
 	}
 }
 

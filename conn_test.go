@@ -15,36 +15,6 @@ import (
 	"github.com/netio-go/netio"
 )
 
-// pair returns a connected client and server.
-func pair(t testing.TB, opts ...netio.Option) (client, server *netio.Conn) {
-	t.Helper()
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   *netio.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.AcceptConn()
-		ch <- res{c, err}
-	}()
-	client, err = netio.Dial("tcp", ln.Addr().String(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		client.Close()
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { client.Close(); r.c.Close() })
-	return client, r.c
-}
-
 func TestEcho(t *testing.T) {
 	c, s := pair(t)
 	msgs := [][]byte{[]byte("hello"), {}, bytes.Repeat([]byte("x"), 1000), []byte("end")}

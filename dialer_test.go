@@ -10,16 +10,6 @@ import (
 	"github.com/netio-go/netio"
 )
 
-// opErr checks that err is a *net.OpError of op and returns it.
-func opErr(t *testing.T, err error, op string) *net.OpError {
-	t.Helper()
-	var oe *net.OpError
-	if !errors.As(err, &oe) || oe.Op != op {
-		t.Fatalf("error %v (%T), want a *net.OpError of op %q", err, err, op)
-	}
-	return oe
-}
-
 // A Dialer and a ListenConfig apply their Config: a HighThroughput pair
 // connects, and a Dialer in the other mode is rejected by that listener.
 func TestDialerListenConfig(t *testing.T) {

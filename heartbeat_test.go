@@ -196,7 +196,7 @@ func TestHeartbeatSlowReaderAlive(t *testing.T) {
 				waitBlocked(t, len(writers), "netio.(*Conn).Write")
 				// Ten heartbeat timeouts with nobody reading: the reactors
 				// alone must keep both ends alive.
-				time.Sleep(10 * 200 * time.Millisecond)
+				time.Sleep(10 * 200 * time.Millisecond) // silence on purpose: nothing to wait for
 				var rg sync.WaitGroup
 				for _, r := range readers {
 					rg.Add(1)
@@ -309,7 +309,7 @@ func TestHeartbeatPeerAsksForMore(t *testing.T) {
 			defer s.Close()
 			// Idle for five of the short timeouts, and more than the
 			// default side's interval of a second.
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // idle on purpose: nothing to wait for
 			for _, c := range [][2]*netio.Conn{{d, s}, {s, d}} {
 				if _, err := c[0].Write([]byte("still there?")); err != nil {
 					t.Fatalf("Write after an idle spell: %v", err)

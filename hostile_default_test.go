@@ -224,22 +224,6 @@ func TestHeaderOnlyClients(t *testing.T) {
 
 func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
-// roundTrips makes n round trips on c, whose peer echoes.
-func roundTrips(t *testing.T, c *netio.Conn, n int) {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(hangTimeout))
-	defer c.SetDeadline(time.Time{})
-	msg, buf := make([]byte, 64), make([]byte, 64)
-	for i := range n {
-		if _, err := c.Write(msg); err != nil {
-			t.Fatalf("round trip %d: %v", i, err)
-		}
-		if _, err := c.ReadMessage(buf); err != nil {
-			t.Fatalf("round trip %d: %v", i, err)
-		}
-	}
-}
-
 // The connections of the process do not depend on the thread that reads
 // connection requests: while it is held, round trips go on; requests that
 // arrive meanwhile are served once it is free.

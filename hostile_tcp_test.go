@@ -1,7 +1,6 @@
 package netio_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -16,63 +15,10 @@ import (
 // that a test can send what no libfabric endpoint would: the connection
 // request netio expects, then headers that reach the provider's parser.
 
-// tcpCMHeader is libfabric tcp's 32-byte connection-management header
-// (struct ofi_ctrl_hdr): version 3, the message type, the private data's
-// length big-endian, and conn_data 1 (same byte order).
-func tcpCMHeader(msgType byte, data []byte) []byte {
-	b := make([]byte, 32, 32+len(data))
-	b[0], b[1] = 3, msgType
-	binary.BigEndian.PutUint16(b[2:], uint16(len(data)))
-	binary.LittleEndian.PutUint64(b[24:], 1)
-	return append(b, data...)
-}
-
 const (
 	tcpCMConnReq  = 0
 	tcpCMConnResp = 1
 )
-
-// tcpDataHeader is libfabric tcp's 16-byte message header (struct
-// tcpx_base_hdr): version 3, op, flags, op_data, rma_iov_cnt, hdr_size,
-// id, and the message size including the header.
-func tcpDataHeader(op, opData byte, size uint64) []byte {
-	b := make([]byte, 16)
-	b[0], b[1], b[4], b[6] = 3, op, opData, 16
-	binary.LittleEndian.PutUint64(b[8:], size)
-	return b
-}
-
-// tcpOpTagged is the provider's opcode for a tagged message, which crashed
-// libfabric 1.17's tcp provider on an endpoint without a shared receive
-// context (see ofi/guard.go).
-const tcpOpTagged = 1
-
-// defaultHello is netio's handshake for mode m with the LowLatency sizes.
-func defaultHello(m netio.Mode) []byte { return modeHello(m, 16, 256<<10, 64<<20) }
-
-// rawTCPRequest connects to addr as a plain TCP client that holds the
-// default key, sends a valid connection request and waits for the
-// listener's answer.
-func rawTCPRequest(t *testing.T, addr string, m netio.Mode) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write(tcpCMHeader(tcpCMConnReq, netio.SealedRequest(defaultHello(m)))); err != nil {
-		t.Fatal(err)
-	}
-	resp := make([]byte, 32+netio.AcceptSize)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(c, resp); err != nil {
-		t.Fatalf("reading the listener's answer: %v", err)
-	}
-	if resp[1] != tcpCMConnResp {
-		t.Fatalf("listener answered with message type %d, want a connection response", resp[1])
-	}
-	c.SetReadDeadline(time.Time{})
-	return c
-}
 
 // wantProtocolError reads from c until the connection fails, and checks
 // that it failed with ErrProtocol wrapped in a *net.OpError.
@@ -92,17 +38,6 @@ func wantProtocolError(t *testing.T, c *netio.Conn) {
 		return
 	}
 }
-
-// stillServes checks that ln accepts a new connection and echoes over it.
-func stillServes(t *testing.T, ln *netio.Listener, opts ...netio.Option) {
-	t.Helper()
-	client, server := dialAccept(t, ln, opts...)
-	defer client.Close()
-	defer server.Close()
-	echo(t, client, server, []byte("still here"))
-}
-
-func modes() []netio.Mode { return []netio.Mode{netio.LowLatency, netio.HighThroughput} }
 
 // The 72 bytes that killed a listener: a valid connection request and one
 // tagged header. That connection alone must end, with ErrProtocol.

@@ -68,28 +68,11 @@ func TestHostileInput(t *testing.T) {
 	h.finish(t)
 }
 
-// Wire constants beyond robust_test.go's and robust_buffered_test.go's.
-const (
-	wKindTagged      = 5
-	wKindSubscribe   = 16
-	wKindUnsubscribe = 17
-	wKindAck         = 18
-)
-
 const (
 	hostileBufSize = 16 << 10 // the Listeners' buffers: a larger frame does not fit
 	hostileMaxMsg  = 1 << 30  // the LowLatency Listener's largest message: lying lengths within it must cost nothing
 	legitTag       = 1
 )
-
-// frame is a netio message with header h, its fragLen the payload's.
-func frame(h wHeader, payload []byte) []byte {
-	h.fragLen = uint32(len(payload))
-	return append(h.bytes(), payload...)
-}
-
-// lying is a netio message with header h as given.
-func lying(h wHeader, payload []byte) []byte { return append(h.bytes(), payload...) }
 
 func randBytes(rng *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -97,32 +80,6 @@ func randBytes(rng *rand.Rand, n int) []byte {
 		b[i] = byte(rng.Uint32())
 	}
 	return b
-}
-
-// request is a subscription request: id, policy, and tags.
-func request(id uint32, policy byte, tags ...uint64) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, id)
-	b = append(b, policy, 0, 0, 0)
-	for _, tag := range tags {
-		b = binary.LittleEndian.AppendUint64(b, tag)
-	}
-	return b
-}
-
-func control(kind uint8, payload []byte) []byte {
-	return frame(wHeader{kind: kind, flags: wFlagLast, msgLen: uint64(len(payload))}, payload)
-}
-
-// tagged is a tagged page of whole records of tag.
-func tagged(tag uint64, msgs ...string) []byte {
-	var p []byte
-	for i, m := range msgs {
-		p = binary.LittleEndian.AppendUint64(p, uint64(len(m)))
-		p = binary.LittleEndian.AppendUint64(p, tag)
-		p = binary.LittleEndian.AppendUint64(p, uint64(i))
-		p = append(p, m...)
-	}
-	return frame(wHeader{kind: wKindTagged}, p)
 }
 
 // target is what a hostile peer connects to.
@@ -537,16 +494,10 @@ func (h *hostileBench) stop() {
 // checks that every message arrived.
 func (h *hostileBench) finish(t *testing.T) {
 	t.Helper()
-	for deadline := time.Now().Add(hangTimeout); ; {
+	eventually(t, "the Publisher counting only the legitimate subscriber and its tag after the last hostile one left", func() bool {
 		st := h.pub.Stats()
-		if st.Subscribers == 1 && st.Tags == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Publisher still counts %d subscribers and %d tags %v after the last hostile one left; want the legitimate one and its tag", st.Subscribers, st.Tags, hangTimeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return st.Subscribers == 1 && st.Tags == 1
+	})
 	for _, l := range h.legit {
 		l.finish(t)
 	}
@@ -555,7 +506,7 @@ func (h *hostileBench) finish(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Hostile transports
 
-// rawHostile is a bare libfabric endpoint (robust_test.go's rawPeer) that
+// rawHostile is a bare libfabric endpoint (rawpeer_test.go's rawPeer) that
 // never fails the test for a send the target refuses.
 type rawHostile struct{ p *rawPeer }
 
@@ -585,7 +536,7 @@ func (r *rawHostile) waitGone() bool {
 			return false
 		}
 		r.p.poll()
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 	}
 	return true
 }
@@ -711,7 +662,7 @@ func startConnStream(t *testing.T, ln *netio.Listener, m netio.Mode) *legitStrea
 				break
 			}
 			l.sent.Add(1)
-			time.Sleep(legitPace)
+			time.Sleep(legitPace) // a steady stream, not a flood
 		}
 		l.wrote <- err
 	}()
@@ -751,7 +702,7 @@ func startPubStream(t *testing.T, p *netio.Publisher) *legitStream {
 				break
 			}
 			l.sent.Add(1)
-			time.Sleep(legitPace)
+			time.Sleep(legitPace) // a steady stream, not a flood
 		}
 		l.wrote <- err
 	}()
@@ -782,7 +733,7 @@ func startPubStream(t *testing.T, p *netio.Publisher) *legitStream {
 func (l *legitStream) checkFlowing(t *testing.T) {
 	t.Helper()
 	from := l.got.Load()
-	for deadline := time.Now().Add(hangTimeout); l.got.Load() == from; {
+	eventually(t, fmt.Sprintf("the legitimate %s: a message after the %d received", l.name, from), func() bool {
 		select {
 		case err := <-l.read:
 			t.Fatalf("the legitimate %s: %v", l.name, err)
@@ -790,11 +741,8 @@ func (l *legitStream) checkFlowing(t *testing.T) {
 			t.Fatalf("the legitimate %s: the writer stopped: %v", l.name, err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the legitimate %s: nothing arrived for %v (%d sent, %d received)", l.name, hangTimeout, l.sent.Load(), from)
-		}
-		time.Sleep(legitPace)
-	}
+		return l.got.Load() != from
+	})
 }
 
 // finish stops the writer and checks that every message it sent arrived.
@@ -805,17 +753,14 @@ func (l *legitStream) finish(t *testing.T) {
 		t.Fatalf("the legitimate %s: the writer failed: %v", l.name, err)
 	}
 	sent := l.sent.Load()
-	for deadline := time.Now().Add(hangTimeout); l.got.Load() < sent; {
+	eventually(t, fmt.Sprintf("the legitimate %s: all %d messages arriving", l.name, sent), func() bool {
 		select {
 		case err := <-l.read:
 			t.Fatalf("the legitimate %s: %v after %d of %d messages", l.name, err, l.got.Load(), sent)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the legitimate %s: %d of %d messages arrived", l.name, l.got.Load(), sent)
-		}
-		time.Sleep(legitPace)
-	}
+		return l.got.Load() >= sent
+	})
 	t.Logf("the legitimate %s: all %d messages arrived in order", l.name, sent)
 	l.stop()
 }
@@ -870,7 +815,7 @@ func measureFootprint(t *testing.T) footprint {
 		if i == 0 || f.rss < best.rss {
 			best.rss = f.rss
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // samples apart in time, so that a passing peak is not the one kept
 	}
 	return best
 }

@@ -120,7 +120,7 @@ func TestLentWriteDeadlineAndClose(t *testing.T) {
 		}
 		errc <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitBlocked(t, 1, "netio.(*Conn).Write")
 	c.Close()
 	select {
 	case err := <-errc:

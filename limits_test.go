@@ -93,17 +93,6 @@ func TestLimitCeilings(t *testing.T) {
 	}
 }
 
-// listenT listens on loopback and closes the listener at the end of t.
-func listenT(t *testing.T, opts ...netio.Option) *netio.Listener {
-	t.Helper()
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
-}
-
 // statsDiff compares a listener's counters with want.
 func statsDiff(t *testing.T, want, got netio.ListenerStats) {
 	t.Helper()

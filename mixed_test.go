@@ -311,7 +311,7 @@ func (d *mixedDriver) startStream() error {
 		if time.Since(t) > hangTimeout {
 			return errors.New("the bulk stream does not flow")
 		}
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond) // polling pace between round trips
 		_, got, err = d.roundTrip()
 	}
 	return err
@@ -333,7 +333,7 @@ func (d *mixedDriver) stopStream() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the sink read %d of %d bulk bytes", got, d.sent.Load())
 		}
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // polling pace between round trips
 	}
 }
 
@@ -460,7 +460,7 @@ func (d *mixedDriver) measure(cfg mixedConfig) (*mixedResult, error) {
 			var from, to uint64
 			_, from, err = d.roundTrip()
 			t := time.Now()
-			time.Sleep(max(dt, 10*time.Millisecond))
+			time.Sleep(max(dt, 10*time.Millisecond)) // the stream runs alone for as long as it ran loaded
 			if err == nil {
 				_, to, err = d.roundTrip()
 				r.aloneBytes += to - from
@@ -678,7 +678,7 @@ func TestManyShortWaits(t *testing.T) {
 	buf := make([]byte, 64)
 	for i := 0; i < 1500; i++ {
 		if p := pauses[i%len(pauses)]; p > 0 {
-			time.Sleep(p)
+			time.Sleep(p) // the pauses of a bursty sender
 		}
 		binary.LittleEndian.PutUint64(msg, uint64(i))
 		if i%5 == 0 {

@@ -184,19 +184,16 @@ func TestListenerOutOfFiles(t *testing.T) {
 		}
 		raws = append(raws, r)
 	}
-	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
-		if pauses, _ := stats(); pauses > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener, out of descriptors, never paused in %v", hangTimeout)
-		}
-	}
+	eventually(t, "the listener, out of descriptors, pausing", func() bool {
+		pauses, _ := stats()
+		return pauses > 0
+	})
 
 	// Once they have left: libfabric notices as it reads their sockets,
 	// so the first Dials may still find the child short.
 	closeRaws()
-	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
+	// Dials again a while apart: each one costs the child descriptors.
+	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) { // a retry pace
 		d, err := netio.Dial("tcp", addr, netio.WithConnectTimeout(hangTimeout))
 		if err == nil {
 			d.Close()
@@ -206,14 +203,10 @@ func TestListenerOutOfFiles(t *testing.T) {
 			t.Fatalf("Dial once the idle sockets left: %v", err)
 		}
 	}
-	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
-		if _, accepted := stats(); accepted == uint64(len(dialed))+1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener did not count the last connection in %v", hangTimeout)
-		}
-	}
+	eventually(t, "the listener counting the last connection", func() bool {
+		_, accepted := stats()
+		return accepted == uint64(len(dialed))+1
+	})
 	fmt.Fprintln(stdin, "quit")
 	stdin.Close()
 	exited = true

@@ -59,7 +59,7 @@ func BenchmarkSlowSubscriberNeighbour(b *testing.B) {
 		}()
 		rate := func(d time.Duration) float64 {
 			n := got.Load()
-			time.Sleep(d)
+			time.Sleep(d) // the interval the rate is measured over
 			return float64(got.Load()-n) / d.Seconds()
 		}
 		rate(200 * time.Millisecond) // warm up

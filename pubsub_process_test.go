@@ -328,13 +328,7 @@ func TestPubSubSubscriberKilled(t *testing.T) {
 
 func waitSubscribers(t *testing.T, p *netio.Publisher, n int) {
 	t.Helper()
-	deadline := time.Now().Add(hangTimeout)
-	for p.Stats().Subscribers != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("publisher has %d subscribers, want %d", p.Stats().Subscribers, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, fmt.Sprintf("the publisher counting %d subscribers", n), func() bool { return p.Stats().Subscribers == n })
 }
 
 // A publisher process killed (SIGKILL) and started again on its address:
@@ -466,13 +460,11 @@ func TestPubSubDropPolicies(t *testing.T) {
 			// DropOldest the newest message is counted received before the
 			// oldest is dropped, and Stats reads the counters one by one, so
 			// the wait is for the final counts, not for their sum.
-			st := stalled.Stats()
-			for deadline := time.Now().Add(hangTimeout); st.Received != buffer || st.Received+st.Dropped < n; st = stalled.Stats() {
-				if time.Now().After(deadline) {
-					t.Fatalf("stalled subscription accounts for %d of %d: %+v", st.Received+st.Dropped, n, st)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			var st netio.SubscriptionStats
+			eventually(t, fmt.Sprintf("the stalled subscription accounting for %d messages", n), func() bool {
+				st = stalled.Stats()
+				return st.Received == buffer && st.Received+st.Dropped >= n
+			})
 			if st.Received != buffer || st.Dropped != n-buffer || st.Gaps != 0 {
 				t.Fatalf("stalled subscription stats %+v, want %d received and %d dropped", st, buffer, n-buffer)
 			}

@@ -2,7 +2,6 @@ package netio_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -13,70 +12,6 @@ import (
 
 	"github.com/netio-go/netio"
 )
-
-func listenPublisher(t testing.TB, opts ...netio.Option) *netio.Publisher {
-	t.Helper()
-	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
-func subscribe(t testing.TB, p *netio.Publisher, tags []uint64, opts ...netio.Option) *netio.Subscription {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-	defer cancel()
-	s, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), tags, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// payload is message i of tag: its bytes say which, so a reader can check
-// what it got.
-func payload(tag uint64, i int, size int) []byte {
-	b := make([]byte, max(size, 16))
-	binary.LittleEndian.PutUint64(b, tag)
-	binary.LittleEndian.PutUint64(b[8:], uint64(i))
-	return b
-}
-
-// receive reads n messages from s and checks that each tag's come in
-// sequence, from 0 or from where the map given left off, with the bytes
-// published. It returns how many of each tag it read in all.
-func receive(t testing.TB, s *netio.Subscription, n int, from ...map[uint64]int) map[uint64]int {
-	t.Helper()
-	got := map[uint64]int{}
-	for _, f := range from {
-		for tag, k := range f {
-			got[tag] = k
-		}
-	}
-	timeout := time.NewTimer(hangTimeout)
-	defer timeout.Stop()
-	for i := 0; i < n; i++ {
-		select {
-		case m, ok := <-s.C:
-			if !ok {
-				t.Fatalf("C closed after %d of %d messages: %v", i, n, s.Err())
-			}
-			b := m.Bytes()
-			want := got[m.Tag()]
-			if m.Seq() != uint64(want) || binary.LittleEndian.Uint64(b) != m.Tag() || binary.LittleEndian.Uint64(b[8:]) != uint64(want) {
-				t.Fatalf("message %d: tag %d seq %d holds (%d, %d), want seq %d", i, m.Tag(), m.Seq(), binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), want)
-			}
-			got[m.Tag()]++
-			m.Release()
-		case <-timeout.C:
-			t.Fatalf("%d of %d messages after %v", i, n, hangTimeout)
-		}
-	}
-	return got
-}
 
 func TestPublishSubscribe(t *testing.T) {
 	for _, m := range modes() {
@@ -251,13 +186,10 @@ func TestPubSubChurn(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(hangTimeout)
-	for st := p.Stats(); st.Subscribers != 0 || st.Tags != 0; st = p.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after every subscription closed the publisher holds %+v", st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "the publisher holding no subscriber and no tag after every subscription closed", func() bool {
+		st := p.Stats()
+		return st.Subscribers == 0 && st.Tags == 0
+	})
 }
 
 // 100,000 tags in one Subscribe go in many requests and acknowledgements.
@@ -307,15 +239,8 @@ func TestPublisherCloseUnblocksPublish(t *testing.T) {
 	// Blocked for good: the subscriber's pages are all held, so no
 	// credit comes back (a wait for a send to complete would end by
 	// itself).
-	for last := uint64(0); ; {
-		waitBlocked(t, 1, "netio.(*sender).waitWritable")
-		time.Sleep(50 * time.Millisecond)
-		n := p.Stats().Published
-		if n == last {
-			break
-		}
-		last = n
-	}
+	waitBlocked(t, 1, "netio.(*sender).waitWritable")
+	eventually(t, "the publisher with messages to send and no credit", func() bool { return netio.PublisherStuck(p) })
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
 	select {
@@ -353,11 +278,7 @@ func TestPublisherDeliveredKeepsLeftSubscribers(t *testing.T) {
 		t.Fatalf("Delivered %d with the subscriber connected, want 10", d)
 	}
 	s.Close()
-	for deadline := time.Now().Add(hangTimeout); p.Stats().Subscribers > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the subscriber did not leave")
-		}
-	}
+	eventually(t, "the subscriber leaving", func() bool { return p.Stats().Subscribers == 0 })
 	if d := p.Stats().Delivered; d != 10 {
 		t.Errorf("Delivered %d after the subscriber left, want 10: a counter since the start does not go down", d)
 	}

@@ -550,7 +550,7 @@ read:
 			}
 			n++
 			if slow {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a slow reader
 			}
 		}
 	}

@@ -86,9 +86,11 @@ func TestTurnHandsOverInOrder(t *testing.T) {
 	}
 }
 
+// waitQueued polls until n goroutines wait in line: the turn has no event
+// for a waiter joining it.
 func waitQueued(t *testing.T, tn *turn, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) { // polling pace
 		tl := tn.waitLine()
 		tl.mu.Lock()
 		k := len(tl.queue)

@@ -259,7 +259,7 @@ func (c *child) ask(t *testing.T, command, prefix string, args ...any) {
 // hangTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(hangTimeout); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(hangTimeout); !cond(); time.Sleep(20 * time.Millisecond) { // polling pace
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, hangTimeout)
 		}

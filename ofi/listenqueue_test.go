@@ -103,7 +103,7 @@ func (q *testQueue) until(t *testing.T, what string, cond func() bool) {
 		q.drain()
 		q.TryWait()
 		q.Settle()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling pace: the queue is read without blocking
 	}
 }
 

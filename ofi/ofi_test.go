@@ -265,7 +265,7 @@ func TestConnectRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !ok {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // polling pace: the event queue is read without blocking
 			continue
 		}
 		if ev.Kind != ofi.EventError || ev.Context != 42 || !errors.Is(ev.Err, syscall.ECONNREFUSED) {

@@ -48,7 +48,7 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond) // polling pace
 	}
 }
 
@@ -348,7 +348,7 @@ func TestDoorbellCoalescing(t *testing.T) {
 	r := newReactor(t, &Config{Spin: -1})
 	stress(t, r, producers, per, func(i int) {
 		if i%100 == 99 {
-			time.Sleep(50 * time.Microsecond) // let the reactor fall asleep
+			time.Sleep(50 * time.Microsecond) // pauses on purpose: the reactor falls asleep, and the doorbell is rung
 		}
 	})
 	t.Logf("%d submits: %+v", producers*per, r.Stats())
@@ -730,7 +730,7 @@ func TestTimerStopRestartOnce(t *testing.T) {
 	stopped := n.Load()
 	// 20 periods of wall time, then let the loop dispatch whatever the
 	// timerfd reported meanwhile: however slow the loop, nothing runs.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // silence on purpose: expiries would come in it
 	settle(t, r)
 	if got := n.Load(); got != stopped {
 		t.Fatalf("%d callbacks after Stop", got-stopped)
@@ -815,7 +815,7 @@ func TestNoSpinSleeps(t *testing.T) {
 	// nothing and goes back to sleep). Nothing should wake it at all.
 	eventually(t, hangTimeout, "the reactor in epoll_wait", r.inWait.Load)
 	st0, polls0 := r.Stats(), p.polls.Load()
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // silence on purpose: wake-ups would come in it
 	eventually(t, hangTimeout, "the reactor in epoll_wait", r.inWait.Load)
 	st := r.Stats()
 	if st.Spins != 0 {

@@ -131,7 +131,7 @@ func TestMeterInPlace(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no progress shown within %v: %q", runTimeout, buf.String())
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling pace
 	}
 	m.stop()
 	s := buf.String()

@@ -114,7 +114,7 @@ func stopped(t *testing.T, p *binProc) {
 		if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] == 'T' {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling pace: /proc has no event for a stop
 	}
 	t.Fatalf("%s did not stop", p)
 }

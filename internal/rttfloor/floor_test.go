@@ -520,7 +520,7 @@ func runChild(addr, mode string) error {
 	defer s.close()
 	if sh.onReactor {
 		for s.err.Load() == nil {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // polling pace: the side reports its end in an atomic
 		}
 		return nil
 	}

@@ -74,7 +74,7 @@ func TestMeterWindow(t *testing.T) {
 				break
 			}
 			n++
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // progress comes in ticks, as in a run
 		}
 		elapsed := time.Since(start)
 		if maxGap >= measure/2 {

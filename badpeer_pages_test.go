@@ -2,8 +2,8 @@ package netio_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -16,40 +16,10 @@ import (
 )
 
 // Bad input from the network against HighThroughput connections, from the
-// raw peer of robust_test.go speaking the page format by hand (page.go):
+// raw peer of rawpeer_test.go speaking the page format by hand (page.go):
 // a 16-byte header of kind 4 whose msgLen counts the bytes at the start of
 // the payload that continue the previous page's last message, then
 // records, each an 8-byte little-endian length and that many bytes.
-
-const wKindPage = 4
-
-// modeHello is helloBytes for a connection in mode m (byte 5).
-func modeHello(m netio.Mode, window, bufferSize uint32, maxMessage uint64) []byte {
-	b := helloBytes(netio.ProtocolLevel, window, bufferSize, maxMessage)
-	b[5] = byte(m)
-	return b
-}
-
-// rawPage is a page whose payload starts with cont bytes continuing the
-// previous page's message; its header tells the truth about its length.
-func rawPage(cont uint64, payload []byte) []byte {
-	return append(wHeader{kind: wKindPage, fragLen: uint32(len(payload)), msgLen: cont}.bytes(), payload...)
-}
-
-// rawRecord is a record's length n followed by body, which may be shorter
-// (the message goes on in the next page) or a lie.
-func rawRecord(n uint64, body []byte) []byte {
-	return append(binary.LittleEndian.AppendUint64(nil, n), body...)
-}
-
-// rawRecords are whole records.
-func rawRecords(msgs ...string) []byte {
-	var b []byte
-	for _, m := range msgs {
-		b = append(b, rawRecord(uint64(len(m)), []byte(m))...)
-	}
-	return b
-}
 
 // readUntilError reads s until an error, with NextMessage or ReadMessage,
 // and returns the messages read before it.
@@ -264,25 +234,18 @@ func TestBufferedBadPeerPages(t *testing.T) {
 			}
 			// The connection is dead: writing fails. When the reader found
 			// the violation, the reactor learns of it just after.
-			for deadline := time.Now().Add(hangTimeout); ; time.Sleep(time.Millisecond) {
-				if _, err := s.Write([]byte("x")); err != nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Write on a connection closed for %v still succeeds %v later", r.err, hangTimeout)
-				}
-			}
+			eventually(t, fmt.Sprintf("Write failing on a connection closed for %v", r.err), func() bool {
+				_, err := s.Write([]byte("x"))
+				return err != nil
+			})
 			if err := s.Close(); err != nil {
 				t.Errorf("Close after a protocol violation: %v", err)
 			}
 			// The peer is told: the endpoint is closed and it sees a shutdown.
-			sdone := make(chan struct{})
-			for deadline := time.Now().Add(hangTimeout); !p.shutdown && time.Now().Before(deadline); {
-				p.pumpUntil(sdone, time.Millisecond)
-			}
-			if !p.shutdown {
-				t.Errorf("the misbehaving peer was not disconnected within %v of Close", hangTimeout)
-			}
+			eventually(t, "the misbehaving peer disconnected after Close", func() bool {
+				p.poll()
+				return p.shutdown
+			})
 
 			// Everything else carries on.
 			echo(t, sd.goodC, sd.goodS, []byte("still here after "+tc.name))
@@ -434,7 +397,7 @@ func recvRawKind(t *testing.T, p *rawPeer, kind uint8, timeout time.Duration) []
 			}
 		}
 		if n == 0 {
-			time.Sleep(50 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond) // polling pace: the raw peer has nothing to block on
 		}
 	}
 	t.Fatalf("raw peer: no message of kind %d in %v", kind, timeout)
