@@ -129,7 +129,14 @@ func (l *link) sendHeartbeat() {
 	}
 	give, _ := l.credit.take(controlSend)
 	h := header{kind: kindHeartbeat, flags: flagLast, credits: give, msgLen: uint64(hb.timeout / time.Millisecond)}
-	if err := l.res.ctl.post(l.res.ep, slot, h, nil); err != nil {
+	// Injected, a heartbeat has no completion to wait for: the link stays
+	// out of the engine's busy list, which thousands of idle links
+	// beating would otherwise fill for every round of a busy one.
+	injected, err := l.res.ctl.inject(l.res.ep, slot, h, l.sizes.inject)
+	if err == nil && !injected {
+		err = l.res.ctl.post(l.res.ep, slot, h, nil)
+	}
+	if err != nil {
 		l.credit.undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -137,7 +144,9 @@ func (l *link) sendHeartbeat() {
 		return
 	}
 	hb.pending = false
-	l.eng.markDirty(l)
+	if !injected {
+		l.eng.markDirty(l)
+	}
 }
 
 // beat is one scan of l at now: gap is how long since the scan before,
