@@ -11,7 +11,7 @@ endif
 # apt-get needs root; use sudo only when we are not root and it exists.
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo)
 
-.PHONY: deps demo test test-hosts bench compare fuzz soak
+.PHONY: deps demo test test-portable test-hosts bench compare fuzz soak
 
 # netio's cgo binding needs libfabric's headers; fi_info (libfabric-bin)
 # shows which providers this machine has.
@@ -24,13 +24,35 @@ deps:
 demo: deps
 	go run ./cmd/netio demo
 
-# make test is what README gives a new user and what CI runs: the suite,
-# then the multi-host tests, which skip with a message where network
-# namespaces cannot be made (not root, no iproute2).
+# make test is what README gives a new user and what CI runs: the suite;
+# alongside it (the suite mostly waits, so the two share the cores) the
+# root package again under the verbs profile (ofi/profile.go: tcp made to
+# fail where verbs would), with the locked-memory limit raised where it
+# may be, since the profile checks it as verbs pins; the tests that hold on every provider on
+# sockets, and its demo; then the multi-host tests, which skip with a
+# message where network namespaces cannot be made (not root, no iproute2).
+SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestPublisherDeliveredKeepsLeftSubscribers)$$
+
 test: deps
 	go vet ./...
-	go test -race -count=1 -timeout 15m ./...
+	@verbs=$$(mktemp); \
+	(ulimit -l unlimited 2>/dev/null; NETIO_PROFILE=verbs go test -race -count=1 -timeout 15m . >$$verbs 2>&1) & pid=$$!; \
+	echo "go test -race -count=1 -timeout 15m ./..."; \
+	go test -race -count=1 -timeout 15m ./...; plain=$$?; \
+	wait $$pid; profiled=$$?; \
+	echo "NETIO_PROFILE=verbs go test -race -count=1 -timeout 15m ."; cat $$verbs; rm -f $$verbs; \
+	[ $$plain -eq 0 ] && [ $$profiled -eq 0 ]
+	NETIO_TEST_PROVIDER=sockets go test -race -count=1 -timeout 10m -run '$(SOCKETS_TESTS)' .
+	go run ./cmd/netio demo -provider sockets -duration 1s
+	$(MAKE) --no-print-directory test-portable
 	$(MAKE) --no-print-directory test-hosts
+
+# Without cgo, or for another system, netio compiles and its entry points
+# fail with an error naming what is missing (unsupported_test.go).
+test-portable:
+	CGO_ENABLED=0 go build ./...
+	CGO_ENABLED=0 go test -count=1 -run '^TestUnsupported$$' .
+	GOOS=darwin go vet ./...
 
 # The multi-host tests (hosts/, build tag hosts): processes in network
 # namespaces joined by veth pairs, links cut and impaired. They need root

@@ -3,6 +3,7 @@ package netio
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,7 @@ type acceptor struct {
 	auth    admission
 	owner   acceptorOwner
 	stats   acceptStats
+	logger  *slog.Logger // Config.Logger
 
 	maxConns     int           // Config.MaxConns
 	setupTimeout time.Duration // Config.ConnectTimeout
@@ -160,11 +162,14 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 	if port == "" {
 		port = "0"
 	}
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: prov, Node: host, Service: port, Source: true})
+	infos, info, err := a.getInfo(ctx, ofi.Hints{Node: host, Service: port, Source: true})
 	if err != nil {
-		return nil, cfg, opErr(a.lookupError(ctx, err))
+		return nil, cfg, opErr(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &cfg); err != nil {
+		return nil, cfg, opErr(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, cfg, opErr(err)
@@ -175,10 +180,10 @@ func listenContext(ctx context.Context, op, network, address string, opts []Opti
 		return nil, cfg, opErr(err)
 	}
 	ac := &acceptor{eng: eng, cm: cm, network: prov, mode: cfg.Mode, role: r, maxConns: cfg.MaxConns, setupTimeout: cfg.ConnectTimeout,
-		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{})}
+		auth: admission{key: cfg.Key, seen: replays}, done: make(chan struct{}), logger: cfg.Logger}
 	ac.owner = owner(ac, cfg)
 	var startErr error
-	if err := eng.r.Call(func() { startErr = ac.start(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = ac.start(info) }); err != nil {
 		startErr = err
 	}
 	if startErr == nil {
@@ -246,6 +251,7 @@ func (a *acceptor) screen(data []byte) (hello, []byte) {
 func (a *acceptor) admit(req *ofi.Info, h hello) []byte {
 	if a.stats.conns.Load() >= int64(a.maxConns) {
 		a.stats.rejectedFull.Add(1)
+		logRejected(a.logger, a.network, a.addr, "connection limit reached")
 		return rejectLimitData
 	}
 	return a.owner.admit(req, h)
@@ -259,6 +265,7 @@ func (a *acceptor) affords(lc *linkConfig, h hello) bool {
 		return true
 	}
 	a.stats.rejectedMemory.Add(1)
+	logRejected(a.logger, a.network, a.addr, "registered-memory budget spent")
 	return false
 }
 
@@ -273,13 +280,13 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	l, err := open(eng)
 	if err == nil {
 		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
-		err = l.accept(req, h)
+		err = l.accept(a, req, h)
 	}
 	if err != nil {
 		eng.release()
 		// Not accepted, so req's handle is still ours: the peer hears
 		// why, unless the endpoint had already taken its socket.
-		a.q.Reject(req, rejectLimitData)
+		a.q.Reject(req, rejectDataFor(err))
 		if errors.Is(err, ErrMemoryLimit) {
 			a.stats.rejectedMemory.Add(1)
 		} else {
@@ -290,6 +297,18 @@ func (a *acceptor) accept(req *ofi.Info, h hello, open func(eng *engine) (*link,
 	req.Free()
 	eng.watchSetup(l, a.setupTimeout, &a.stats)
 	return l, nil
+}
+
+// domainInfo returns the entry to open the domain of a connection
+// request's endpoint with: the listener's own, unless the request names
+// another domain of the same provider (verbs listening on every address,
+// where a request comes in on one of several NICs).
+func (a *acceptor) domainInfo(req *ofi.Info) *ofi.Info {
+	own := a.q.Info()
+	if d := req.DomainName(); d != "" && d != own.DomainName() && req.Provider() == own.Provider() {
+		return req
+	}
+	return own
 }
 
 // setUp is an accepted link up: it no longer has a set-up deadline. On

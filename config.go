@@ -3,6 +3,7 @@ package netio
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"strings"
@@ -175,6 +176,20 @@ type Config struct {
 	// process while it runs. It may call Write: when the peer has no room,
 	// Write returns ErrWouldBlock there instead of waiting.
 	OnMessage func(c *Conn, msg []byte)
+	// Domain names the libfabric domain the connections use: on a host
+	// with several NICs, the device (verbs: "mlx5_1"), or for tcp and
+	// sockets the interface ("eth0", "lo"). A listener on every address
+	// then listens on that domain's address, and a Dial connects from
+	// it. Listen and Dial fail with an *UnknownDomainError listing the
+	// provider's domains if it has none of that name. Empty (the
+	// default) means the first that libfabric offers for the address.
+	Domain string
+	// Logger, if not nil, is told of connection-level events: set-up
+	// failures, connections that fail (a peer that timed out among them),
+	// requests a listener rejects, subscribers cut loose as slow. It is
+	// called from a goroutine of netio's, never on a path that moves
+	// messages. nil (the zero value): no logging.
+	Logger *slog.Logger
 }
 
 // Policy is what a subscription does when its subscriber is slower than
@@ -470,7 +485,10 @@ func WithPollFor(d time.Duration) Option {
 // result. The key is not read here (resolveKey).
 func buildConfig(opts []Option) (Config, error) {
 	var c Config
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, nilOption(i)
+		}
 		if err := o(&c); err != nil {
 			return c, err
 		}

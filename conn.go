@@ -78,6 +78,7 @@ func newConn(eng *engine, cfg Config, network string) (*Conn, error) {
 	h := half{side: c, closed: &c.closed, stats: &c.stats, l: l, pollFor: c.pollFor}
 	c.send = sender{half: h, q: &l.tx, gate: newSendGate()}
 	c.recv = receiver{half: h, q: &l.rx, slot: -1}
+	tracked.conns.add(c)
 	if cfg.OnMessage != nil {
 		l.onMessage = func(msg []byte) { cfg.OnMessage(c, msg) }
 	}
@@ -125,6 +126,7 @@ func (c *Conn) up(*link) {
 }
 
 func (c *Conn) setupFailed(l *link) {
+	logSetupFailed(c.cfg.Logger, c.network, c.remote, l.life.err)
 	if c.listener != nil {
 		c.listener.onFailed(c)
 	}
@@ -132,7 +134,10 @@ func (c *Conn) setupFailed(l *link) {
 
 // ended: the user finds out through reads and writes, and closes; writers
 // look from now on.
-func (c *Conn) ended(*link) { c.send.gate.stop() }
+func (c *Conn) ended(l *link) {
+	c.send.gate.stop()
+	logEnded(c.cfg.Logger, c.network, c.local, c.remote, l.life.err)
+}
 
 func (c *Conn) control(_ *link, kind uint8, _ []byte) error {
 	return fmt.Errorf("%w: unknown message kind %d", ErrProtocol, kind)
@@ -189,11 +194,14 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
 	defer cancel()
-	infos, err := ofi.GetInfo(ofi.Hints{Provider: a.provider, Node: a.host, Service: a.port})
+	infos, info, err := a.getInfo(ctx, ofi.Hints{Node: a.host, Service: a.port})
 	if err != nil {
-		return nil, a.opError(a.lookupError(ctx, err))
+		return nil, a.opError(err)
 	}
 	defer infos.Free()
+	if err := checkLockedMemory(info, &a.cfg); err != nil {
+		return nil, a.opError(err)
+	}
 	eng, err := acquireEngine()
 	if err != nil {
 		return nil, a.opError(err)
@@ -203,11 +211,11 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 		eng.release()
 		return nil, a.opError(err)
 	}
-	if ap, ok := infos.Entries[0].DestAddr(); ok {
+	if ap, ok := info.DestAddr(); ok {
 		dest(ap)
 	}
 	var startErr error
-	if err := eng.r.Call(func() { startErr = l.connect(infos.Entries[0]) }); err != nil {
+	if err := eng.r.Call(func() { startErr = l.connect(info) }); err != nil {
 		startErr = err
 	}
 	if startErr != nil {
@@ -260,17 +268,30 @@ func (a stringAddr) String() string  { return a.addr }
 // been sent, as *net.TCPConn's Write returns once the kernel has the
 // bytes; Stats.MessagesLent counts them. p may be reused after Write
 // returns, as always.
-func (c *Conn) Write(p []byte) (int, error) { return c.send.write(p) }
+func (c *Conn) Write(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
+	return c.send.write(p)
+}
 
 // WriteBatch writes each element of msgs as one message, as Write would
 // one by one, and returns how many it wrote. Taking the connection's write
 // lock once per batch instead of once per message makes it the cheapest
 // way to write small messages in HighThroughput mode. On an error the
 // messages before the failed one were written.
-func (c *Conn) WriteBatch(msgs [][]byte) (int, error) { return c.send.writeBatch(msgs) }
+func (c *Conn) WriteBatch(msgs [][]byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
+	return c.send.writeBatch(msgs)
+}
 
 // WriteContext is Write bounded by ctx as well as by the write deadline.
 func (c *Conn) WriteContext(ctx context.Context, p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, c.opError("write", err)
 	}
@@ -280,7 +301,12 @@ func (c *Conn) WriteContext(ctx context.Context, p []byte) (int, error) {
 // TryWrite is Write that never waits: when the message does not fit in the
 // free send buffers, or another Write holds them, it sends nothing and
 // returns an error that errors.Is ErrWouldBlock.
-func (c *Conn) TryWrite(p []byte) (int, error) { return c.send.writeWaiting(nil, p, true) }
+func (c *Conn) TryWrite(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
+	return c.send.writeWaiting(context.Background(), p, true)
+}
 
 // Flush sends the current page of a HighThroughput connection now, without
 // waiting for it to fill. It does not wait for the page to be delivered.
@@ -288,19 +314,34 @@ func (c *Conn) TryWrite(p []byte) (int, error) { return c.send.writeWaiting(nil,
 // once or with the send after the one in flight, and Flush only closes
 // the batch being packed early. It fails once the write deadline has
 // passed.
-func (c *Conn) Flush() error { return c.send.flush() }
+func (c *Conn) Flush() error {
+	if !c.ok() {
+		return zeroError("write")
+	}
+	return c.send.flush()
+}
 
 // Read reads bytes of the incoming messages as one stream: a message
 // longer than p is returned across several Reads, and message boundaries
 // are not marked. Use ReadMessage or NextMessage to keep them.
-func (c *Conn) Read(p []byte) (int, error) { return c.recv.read(p) }
+func (c *Conn) Read(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	return c.recv.read(p)
+}
 
 // ReadMessage reads one whole message into p and returns its length. A
 // message longer than p is not consumed: ReadMessage returns
 // io.ErrShortBuffer (wrapped) and MessageLen, AppendMessage or
 // NextMessage can take it. If Read has consumed part of a message,
 // ReadMessage returns the rest.
-func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(nil, p) }
+func (c *Conn) ReadMessage(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	return c.recv.readMessage(context.Background(), p)
+}
 
 // ReadMessageContext is ReadMessage bounded by ctx as well as by the read
 // deadline. When ctx ends first it returns a *net.OpError wrapping
@@ -312,46 +353,59 @@ func (c *Conn) ReadMessage(p []byte) (int, error) { return c.recv.readMessage(ni
 // buffers are still coming is returned in part with the error; the next
 // read returns the rest.
 func (c *Conn) ReadMessageContext(ctx context.Context, p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, c.opError("read", err)
 	}
-	return c.recv.readMessage(waitContext(ctx), p)
-}
-
-// waitContext is ctx for a wait, or nil when ctx can never end.
-func waitContext(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		return nil
-	}
-	return ctx
+	return c.recv.readMessage(ctx, p)
 }
 
 // AppendMessage reads one whole message, appends it to dst and returns the
 // extended slice. It allocates only when dst lacks the capacity.
-func (c *Conn) AppendMessage(dst []byte) ([]byte, error) { return c.recv.appendMessage(dst) }
+func (c *Conn) AppendMessage(dst []byte) ([]byte, error) {
+	if !c.ok() {
+		return nil, zeroError("read")
+	}
+	return c.recv.appendMessage(dst)
+}
 
 // MessageLen waits for the next message and returns its length (or what
 // is left of it after a partial Read) without consuming it. The length is
 // the peer's word, at most Config.MaxMessageSize: its bytes may not have
 // arrived yet, and from a peer that lies they never will.
-func (c *Conn) MessageLen() (int, error) { return c.recv.messageLen() }
+func (c *Conn) MessageLen() (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	return c.recv.messageLen()
+}
 
 // NextMessage waits for the next message and returns it without copying
 // it out of the receive buffer. A message that arrived in several buffers
 // (it did not fit what was left of one) is joined in a spare
 // buffer that Release recycles, so the steady state allocates nothing.
 // If Read has consumed part of a message, NextMessage returns the rest.
-func (c *Conn) NextMessage() (Message, error) { return c.recv.nextMessage(nil) }
+func (c *Conn) NextMessage() (Message, error) {
+	if !c.ok() {
+		return Message{}, zeroError("read")
+	}
+	return c.recv.nextMessage(context.Background())
+}
 
 // NextMessageContext is NextMessage bounded by ctx as well as by the read
 // deadline, with ReadMessageContext's errors: a *net.OpError wrapping
 // ctx.Err() when ctx ends first, at once if it already has. A ctx that
 // cannot end (context.Background()) costs nothing over NextMessage.
 func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
+	if !c.ok() {
+		return Message{}, zeroError("read")
+	}
 	if err := ctx.Err(); err != nil {
 		return Message{}, c.opError("read", err)
 	}
-	return c.recv.nextMessage(waitContext(ctx))
+	return c.recv.nextMessage(ctx)
 }
 
 // Next returns the next message without copying it: the slice points into
@@ -361,14 +415,24 @@ func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
 // It is the cheapest way to read; use NextMessage to keep messages longer.
 // A message that arrived in several buffers is joined in a buffer of c's
 // own that the next such message reuses.
-func (c *Conn) Next() ([]byte, error) { return c.recv.next() }
+func (c *Conn) Next() ([]byte, error) {
+	if !c.ok() {
+		return nil, zeroError("read")
+	}
+	return c.recv.next()
+}
 
 // NextBatch is Next for many messages at once: it waits for one message,
 // then adds those that are already at hand, up to len(dst), and returns
 // how many it stored in dst. They are valid until the next read on c.
 // Taking the connection's read lock once per batch instead of once per
 // message makes it the cheapest way to read small messages.
-func (c *Conn) NextBatch(dst [][]byte) (int, error) { return c.recv.nextBatch(dst) }
+func (c *Conn) NextBatch(dst [][]byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	return c.recv.nextBatch(dst)
+}
 
 // Close closes the connection. Blocked Read and Write calls return
 // net.ErrClosed. Close returns once every message already written has been
@@ -376,6 +440,9 @@ func (c *Conn) NextBatch(dst [][]byte) (int, error) { return c.recv.nextBatch(ds
 // io.EOF after the data), or after Config.Linger if the peer does not take
 // them.
 func (c *Conn) Close() error {
+	if !c.ok() {
+		return zeroError("close")
+	}
 	released, err := c.startClose()
 	if err != nil || released == nil {
 		return err
@@ -402,6 +469,9 @@ func (c *Conn) Close() error {
 // does. Calling it again does nothing; after Close it returns
 // net.ErrClosed.
 func (c *Conn) CloseWrite() error {
+	if !c.ok() {
+		return zeroError("close")
+	}
 	if c.closed.Load() {
 		return c.opError("close", net.ErrClosed)
 	}
@@ -504,7 +574,9 @@ func (c *Conn) RemoteAddr() net.Addr { return &c.remote }
 // SetDeadline sets the read and write deadlines, as SetReadDeadline and
 // SetWriteDeadline do; the zero time means none.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.SetReadDeadline(t)
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
 	return c.SetWriteDeadline(t)
 }
 
@@ -516,6 +588,9 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // the next read). A later call moves the deadline, also for reads already
 // waiting; the zero time means none.
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	if err := c.settable(); err != nil {
+		return err
+	}
 	c.recv.deadline.Store(unixNano(t))
 	c.link.rx.wake.setDeadline(t)
 	return nil
@@ -530,6 +605,9 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // waiting; the zero time means none. Close is bounded by Config.Linger,
 // not by this deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if err := c.settable(); err != nil {
+		return err
+	}
 	c.send.gate.setDeadline(&c.send.deadline, unixNano(t))
 	c.link.tx.wake.setDeadline(t)
 	return nil
@@ -544,6 +622,9 @@ func unixNano(t time.Time) int64 {
 
 // String describes the connection for logs.
 func (c *Conn) String() string {
+	if !c.ok() {
+		return "netio Conn (not connected)"
+	}
 	return "netio " + c.network + " " + c.local.String() + "->" + c.remote.String() + " window " + strconv.Itoa(c.link.tx.slots)
 }
 

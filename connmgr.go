@@ -66,7 +66,7 @@ func newConnManager(e *engine) (*connManager, error) {
 		// The loop's goroutine is locked to this thread for its life. On
 		// Linux the nice value is the thread's; raising it needs no
 		// privilege, and a failure only leaves it at the process's.
-		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), connManagerNice)
+		unix.Setpriority(unix.PRIO_PROCESS, gettid(), connManagerNice)
 	}})
 	if err != nil {
 		return nil, err
@@ -191,8 +191,10 @@ func (w *listenWatch) request(ev *ofi.Event) {
 		if !a.closed.Load() {
 			if string(reject) == rejectAuthMarker {
 				a.stats.rejectedAuth.Add(1)
+				logRejected(a.logger, a.network, a.addr, "wrong key")
 			} else {
 				a.stats.rejectedPeer.Add(1)
+				logRejected(a.logger, a.network, a.addr, "bad request")
 			}
 		}
 		w.q.Reject(ev.Info, reject)

@@ -102,7 +102,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // pair returns a connected client and server.
 func pair(t testing.TB, opts ...netio.Option) (client, server *netio.Conn) {
 	t.Helper()
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
+	ln, err := netio.Listen(testNetwork, "127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func pair(t testing.TB, opts ...netio.Option) (client, server *netio.Conn) {
 		c, err := ln.AcceptConn()
 		ch <- res{c, err}
 	}()
-	client, err = netio.Dial("tcp", ln.Addr().String(), opts...)
+	client, err = netio.Dial(testNetwork, ln.Addr().String(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func listenT(t *testing.T, opts ...netio.Option) *netio.Listener {
 
 func listenPublisher(t testing.TB, opts ...netio.Option) *netio.Publisher {
 	t.Helper()
-	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", opts...)
+	p, err := netio.ListenPublisher(testNetwork, "127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,13 +169,22 @@ func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, net
 
 // openEndpoint opens the endpoint, queue and receive buffers of l from info and
 // posts every receive buffer, so the peer may send as soon as it is
-// connected. The queue is watched only once connected (watchCQ).
-func (l *link) openEndpoint(info *ofi.Info) (err error) {
+// connected. The queue is watched only once connected (watchCQ). An
+// accepted link (at, the request's acceptor, not nil) is made on the
+// acceptor's fabric and domain: a request's info may name neither
+// provider nor fabric (sockets), and its endpoint must live where the
+// passive endpoint does.
+func (l *link) openEndpoint(info *ofi.Info, at *acceptor) (err error) {
 	e, res := l.eng, &l.res
-	if res.fab, err = e.fabricFor(info); err != nil {
+	domInfo := info
+	if at != nil {
+		res.fab = at.fab
+		res.fab.refs++
+		domInfo = at.domainInfo(info)
+	} else if res.fab, err = e.fabricFor(info); err != nil {
 		return err
 	}
-	if res.dom, err = res.fab.domainFor(info); err != nil {
+	if res.dom, err = res.fab.domainFor(domInfo); err != nil {
 		return err
 	}
 	// Never more receives or sends in flight than the endpoint's queues
@@ -294,7 +303,7 @@ func (l *link) hello() hello {
 // connect begins an active connection.
 func (l *link) connect(info *ofi.Info) error {
 	l.hb.dialed = true
-	if err := l.openEndpoint(info); err != nil {
+	if err := l.openEndpoint(info, nil); err != nil {
 		l.releaseResources()
 		return err
 	}
@@ -307,9 +316,10 @@ func (l *link) connect(info *ofi.Info) error {
 	return nil
 }
 
-// accept answers the connection request info with h from the peer.
-func (l *link) accept(info *ofi.Info, h hello) error {
-	err := l.openEndpoint(info)
+// accept answers the connection request info, which came to at, with h
+// from the peer.
+func (l *link) accept(at *acceptor, info *ofi.Info, h hello) error {
+	err := l.openEndpoint(info, at)
 	if err == nil {
 		err = l.setPeer(h)
 	}
@@ -413,6 +423,8 @@ func (l *link) setupError(ev *ofi.Event) error {
 		return fmt.Errorf("%w: %w", ErrRejected, errAtLimit)
 	case rejectAuthMarker:
 		return errAuth(l.cfg.key)
+	case rejectFailedMarker:
+		return acceptFailedError()
 	}
 	e := ev.Err.Err
 	switch {

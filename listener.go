@@ -44,6 +44,7 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 	if err != nil {
 		return nil, err
 	}
+	tracked.listeners.add(l)
 	return l, nil
 }
 
@@ -52,6 +53,7 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 func (l *Listener) admit(req *ofi.Info, h hello) []byte {
 	if len(l.accepted)+l.pending >= cap(l.accepted) {
 		l.ac.stats.rejectedFull.Add(1)
+		logRejected(l.ac.logger, l.ac.network, l.ac.addr, "backlog full")
 		return rejectData
 	}
 	lc := linkConfigOf(&l.cfg)

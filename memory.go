@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // The process's registered memory: every connection's receive, send and
@@ -56,9 +54,7 @@ func maxRegistered() int64 {
 // defaultMaxRegistered is half the physical memory, or 4 GiB where
 // sysinfo does not say.
 func defaultMaxRegistered() int64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err == nil && si.Totalram > 0 {
-		total := uint64(si.Totalram) * uint64(max(si.Unit, 1))
+	if total := totalRAM(); total > 0 {
 		return int64(total / 2)
 	}
 	return 4 << 30

@@ -66,8 +66,16 @@ func (m Message) Tag() uint64 { return m.tag }
 func (m Message) Seq() uint64 { return m.seq }
 
 // Bytes returns the message, valid until Release. Appending to it
-// allocates a copy: its capacity ends with the message.
-func (m Message) Bytes() []byte { return m.b }
+// allocates a copy: its capacity ends with the message. Called after
+// Release it panics, as a second Release does: the buffer may hold another
+// message by then. A slice that Bytes returned before Release cannot be
+// checked so: it must not be used after Release.
+func (m Message) Bytes() []byte {
+	if m.own != nil && m.released() {
+		panic(usedAfterRelease)
+	}
+	return m.b
+}
 
 // Len returns the message's length.
 func (m Message) Len() int { return len(m.b) }

@@ -23,7 +23,7 @@ func TestNetConn(t *testing.T) {
 	// keeps the suite fast.
 	linger := netio.WithLinger(100 * time.Millisecond)
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		ln, err := netio.Listen("tcp", "127.0.0.1:0", linger)
+		ln, err := netio.Listen(testNetwork, "127.0.0.1:0", linger)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -33,7 +33,7 @@ func TestNetConn(t *testing.T) {
 			c, _ := ln.Accept()
 			done <- c
 		}()
-		c1, err = netio.Dial("tcp", ln.Addr().String(), linger)
+		c1, err = netio.Dial(testNetwork, ln.Addr().String(), linger)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -49,7 +49,7 @@ func TestNetConn(t *testing.T) {
 // TestHTTP serves net/http on a netio Listener and fetches from it with an
 // http.Client whose transport dials through netio.
 func TestHTTP(t *testing.T) {
-	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	ln, err := netio.Listen(testNetwork, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestHTTP(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return netio.DialContext(ctx, "tcp", addr)
+		return netio.DialContext(ctx, testNetwork, addr)
 	}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}

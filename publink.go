@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -92,7 +93,7 @@ func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 		pl.unlock()
 		return pl.stopped()
 	}
-	_, err := s.writeLocked(nil, msg, true)
+	_, err := s.writeLocked(context.Background(), msg, true)
 	if policy == Block && errors.Is(err, ErrWouldBlock) {
 		pl.noteFull()
 		pl.unlock()
@@ -143,7 +144,7 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 		return pl.stopped() != offerStranded
 	}
 	if policy != Block {
-		_, err := s.writeLocked(nil, msg, true)
+		_, err := s.writeLocked(context.Background(), msg, true)
 		pl.unlock()
 		pl.written(err)
 		return true
@@ -217,6 +218,8 @@ func (pl *pubLink) flush() {
 // and counts what it missed. Outside the gate.
 func (pl *pubLink) cut() {
 	pl.p.stats.cutSlow.Add(1)
+	logEvent(pl.p.cfg.Logger, slog.LevelWarn, "netio: slow subscriber cut loose", slog.String("network", pl.p.ac.network),
+		slog.String("publisher", pl.p.ac.addr.String()), slog.String("subscriber", pl.remote.String()))
 	pl.post(&workItem{kind: workCut})
 }
 
@@ -375,6 +378,7 @@ func (pl *pubLink) ended(l *link) {
 	}
 	pl.send.gate.stop()
 	pl.post(&workItem{kind: workLeft, err: l.life.err})
+	logEnded(pl.p.cfg.Logger, pl.p.ac.network, pl.p.ac.addr, pl.remote, l.life.err)
 }
 
 func (pl *pubLink) control(_ *link, kind uint8, payload []byte) error {

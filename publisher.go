@@ -146,6 +146,9 @@ func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.E
 func ListenPublisher(network, address string, opts ...Option) (*Publisher, error) {
 	var raw Config
 	for _, o := range opts {
+		if o == nil {
+			break // listen reports it
+		}
 		if err := o(&raw); err != nil {
 			break // listen reports it
 		}
@@ -178,6 +181,7 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 	rand.Read(b[:])
 	p.incarnation = binary.LittleEndian.Uint64(b[:])
 	p.links.Store(&[]*pubLink{})
+	tracked.publishers.add(p)
 	return p, nil
 }
 

@@ -69,14 +69,14 @@ func (r *receiver) read(p []byte) (int, error) {
 		if n > 0 {
 			return n, nil
 		}
-		if err := r.waitReadable(nil); err != nil {
+		if err := r.waitReadable(context.Background()); err != nil {
 			return 0, err
 		}
 	}
 }
 
 // atMessage takes the read lock and waits for a message, or until ctx
-// (nil: none) ends; on an error it has let the lock go again.
+// ends; on an error it has let the lock go again.
 func (r *receiver) atMessage(ctx context.Context) error {
 	r.lock()
 	err := r.readable()
@@ -102,7 +102,7 @@ func (r *receiver) readMessage(ctx context.Context, p []byte) (int, error) {
 }
 
 func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
-	if err := r.atMessage(nil); err != nil {
+	if err := r.atMessage(context.Background()); err != nil {
 		return dst, err
 	}
 	defer r.mu.Unlock()
@@ -111,11 +111,11 @@ func (r *receiver) appendMessage(dst []byte) ([]byte, error) {
 		copy(grown, dst)
 		dst = grown
 	}
-	return r.readAppend(nil, dst)
+	return r.readAppend(context.Background(), dst)
 }
 
 func (r *receiver) messageLen() (int, error) {
-	if err := r.atMessage(nil); err != nil {
+	if err := r.atMessage(context.Background()); err != nil {
 		return 0, err
 	}
 	defer r.mu.Unlock()
@@ -340,7 +340,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 	if err := r.readable(); err != nil {
 		return nil, err
 	}
-	if err := r.waitMessage(nil); err != nil {
+	if err := r.waitMessage(context.Background()); err != nil {
 		return nil, err
 	}
 	if ch := r.pos.chunk(); uint64(len(ch)) == r.pos.left {
@@ -354,7 +354,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 	if need := r.room(); cap(buf) < need {
 		buf = make([]byte, 0, need)
 	}
-	buf, err := r.readAppend(nil, buf)
+	buf, err := r.readAppend(context.Background(), buf)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func (r *receiver) nextLocked() ([]byte, error) {
 }
 
 // waitMessage waits until the first bytes of a message (or the rest of a
-// partly read one) are at hand, or until ctx (nil: none) ends.
+// partly read one) are at hand, or until ctx ends.
 func (r *receiver) waitMessage(ctx context.Context) error {
 	for {
 		ok, err := r.position()
@@ -597,7 +597,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		}
 		return io.EOF
 	}
-	if ctx != nil {
+	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
 			c.stopWaiting(&q.waiting)
 			return c.opError("read", err)
@@ -611,7 +611,7 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 	r.l.eng.parks.Add(1)
 	err := q.wake.wait()
 	c.stopWaiting(&q.waiting)
-	if ctx != nil && ctx.Err() != nil && !r.closed.Load() && !r.arrived() {
+	if ctx.Err() != nil && !r.closed.Load() && !r.arrived() {
 		return c.opError("read", ctx.Err())
 	}
 	if err != nil {

@@ -73,7 +73,7 @@ func (s *sender) write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	n, err := s.writeLocked(nil, p, false)
+	n, err := s.writeLocked(context.Background(), p, false)
 	s.unlock()
 	return n, err
 }
@@ -99,7 +99,7 @@ func (s *sender) writeBatch(msgs [][]byte) (int, error) {
 				break
 			}
 		}
-		if _, err := s.writeLocked(nil, msgs[i], false); err != nil {
+		if _, err := s.writeLocked(context.Background(), msgs[i], false); err != nil {
 			return i, err
 		}
 	}
@@ -286,7 +286,7 @@ func (s *sender) fits(n int) bool {
 }
 
 // waitWritable waits until fewer than all send buffers are in flight, for
-// the write deadline, Close, the end of the connection and ctx (nil: none).
+// the write deadline, Close, the end of the connection and ctx.
 func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 	q, c := s.q, s.side
 	start := time.Now()
@@ -295,7 +295,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 		return nil
 	}
 	var stop func() bool
-	if ctx != nil && ctx.Done() != nil {
+	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, q.wake.wake)
 		defer stop()
 	}
@@ -312,7 +312,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 		case s.l.life.ended.Load():
 			c.stopWaiting(&q.waiting)
 			return s.deadErr()
-		case ctx != nil && ctx.Err() != nil:
+		case ctx.Err() != nil:
 			c.stopWaiting(&q.waiting)
 			return c.opError("write", ctx.Err())
 		case s.l.eng.r.OnReactor():

@@ -102,6 +102,7 @@ func Subscribe(ctx context.Context, network, address string, tags []uint64, opts
 		s.finish(err, false)
 		return nil, a.opError(err)
 	}
+	tracked.subscriptions.add(s)
 	return s, nil
 }
 

@@ -25,7 +25,7 @@ type waker struct {
 }
 
 func newWaker() (*waker, error) {
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	fd, err := newEventfd()
 	if err != nil {
 		return nil, os.NewSyscallError("eventfd", err)
 	}

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -42,14 +44,17 @@ type CompletionError struct {
 // CQ is a completion queue (fi_cq, FI_CQ_FORMAT_DATA) with a
 // file-descriptor wait object.
 type CQ struct {
-	c  *C.struct_fid_cq
-	fd int
+	c    *C.struct_fid_cq
+	fd   int
+	prof *C.netio_prof_cq // under the verbs profile (profile.go), else nil
 }
 
 // OpenCQ opens a completion queue of the given depth on d.
 func (d *Domain) OpenCQ(size int) (*CQ, error) {
 	q := &CQ{}
-	if err := check("fi_cq_open", C.netio_cq_open(d.c, C.size_t(size), &q.c)); err != nil {
+	var ret C.int
+	noInherit(func() { ret = C.netio_cq_open(d.c, C.size_t(size), &q.c) })
+	if err := check("fi_cq_open", ret); err != nil {
 		return nil, err
 	}
 	var fd C.int
@@ -58,10 +63,18 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 		return nil, err
 	}
 	q.fd = int(fd)
+	if d.prof != nil {
+		if q.prof = C.netio_prof_cq_new(C.size_t(size)); q.prof == nil {
+			C.netio_close(&q.c.fid)
+			return nil, &Error{Op: "fi_cq_open", Err: Errno(C.FI_ENOMEM)}
+		}
+	}
 	return q, nil
 }
 
 func (q *CQ) fid() uintptr { return uintptr(unsafe.Pointer(&q.c.fid)) }
+
+func (q *CQ) accepts() bool { return false }
 
 // FD is the wait file descriptor. It belongs to the queue; do not close it.
 func (q *CQ) FD() int { return q.fd }
@@ -78,7 +91,12 @@ func (q *CQ) Read(out []Completion) (int, error) {
 	if len(out) == 0 {
 		return 0, nil
 	}
-	n := C.netio_cq_read(q.c, unsafe.Pointer(&out[0]), C.size_t(len(out)))
+	var n C.ssize_t
+	if q.prof != nil {
+		n = C.netio_prof_cq_read(q.prof, q.c, unsafe.Pointer(&out[0]), C.size_t(len(out)))
+	} else {
+		n = C.netio_cq_read(q.c, unsafe.Pointer(&out[0]), C.size_t(len(out)))
+	}
 	switch {
 	case n >= 0:
 		return int(n), nil
@@ -94,7 +112,12 @@ func (q *CQ) ReadError(e *CompletionError) (bool, error) {
 	var tok, flags, length C.uint64_t
 	var er, pe C.int
 	var msg [128]C.char
-	n := C.netio_cq_readerr(q.c, &tok, &flags, &length, &er, &pe, &msg[0], C.size_t(len(msg)))
+	var n C.ssize_t
+	if q.prof != nil {
+		n = C.netio_prof_cq_readerr(q.prof, q.c, &tok, &flags, &length, &er, &pe, &msg[0], C.size_t(len(msg)))
+	} else {
+		n = C.netio_cq_readerr(q.c, &tok, &flags, &length, &er, &pe, &msg[0], C.size_t(len(msg)))
+	}
 	if n == -C.FI_EAGAIN {
 		return false, nil
 	}
@@ -109,6 +132,25 @@ func (q *CQ) ReadError(e *CompletionError) (bool, error) {
 	return true, nil
 }
 
+// drainProfiled reads what is left on a profiled queue, so that the
+// profile's record of the operations goes with them.
+func (q *CQ) drainProfiled() {
+	var buf [16]Completion
+	for i := 0; i < 64; i++ {
+		n := C.netio_prof_cq_read(q.prof, q.c, unsafe.Pointer(&buf[0]), C.size_t(len(buf)))
+		if n == -C.FI_EAVAIL {
+			var ce CompletionError
+			if ok, _ := q.ReadError(&ce); !ok {
+				return
+			}
+			continue
+		}
+		if n <= 0 {
+			return
+		}
+	}
+}
+
 // Close closes the queue. Endpoints bound to it must be closed first, and
 // the queue drained: fi_close on a queue still in use frees part of it and
 // returns FI_EBUSY.
@@ -116,7 +158,14 @@ func (q *CQ) Close() error {
 	if q.c == nil {
 		return nil
 	}
+	if q.prof != nil {
+		q.drainProfiled()
+	}
 	err := check("fi_close(cq)", C.netio_close(&q.c.fid))
 	q.c = nil
+	if q.prof != nil {
+		C.netio_prof_cq_free(q.prof)
+		q.prof = nil
+	}
 	return err
 }

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -14,22 +16,37 @@ import (
 // PassiveEndpoint listens for connection requests (fi_passive_ep). Its
 // requests arrive on the EQ it is bound to as EventConnReq.
 type PassiveEndpoint struct {
-	c     *C.struct_fid_pep
-	token uint64
-	eq    *EQ
-	tcp   bool // the tcp provider's: Listen guards its connection manager (cmguard.go)
+	c      *C.struct_fid_pep
+	info   *C.struct_fi_info // what it was opened from, kept until Close
+	token  uint64
+	eq     *EQ
+	tcp    bool // the tcp provider's: Listen guards its connection manager (cmguard.go)
+	cmData int  // private data a reject carries at most; 0: the provider does not say
+	prof   *profile
 }
 
 // OpenPassiveEndpoint opens a passive endpoint for info (from GetInfo with
 // Source set). libfabric binds the port here, so Addr reports the real port
 // even before Listen; token comes back as Event.Context.
 func (f *Fabric) OpenPassiveEndpoint(info *Info, token uint64) (*PassiveEndpoint, error) {
-	p := &PassiveEndpoint{token: token, tcp: needsGuard(info)}
-	if err := check("fi_passive_ep", C.netio_passive_ep(f.c, info.c, &p.c, C.uint64_t(token))); err != nil {
+	kept, err := keepInfo(info)
+	if err != nil {
 		return nil, err
 	}
+	p := &PassiveEndpoint{info: kept, token: token, tcp: needsGuard(info), prof: f.prof}
+	var ret C.int
+	noInherit(func() { ret = C.netio_passive_ep(f.c, kept, &p.c, C.uint64_t(token)) })
+	if err := check("fi_passive_ep", ret); err != nil {
+		freeKept(&p.info)
+		return nil, err
+	}
+	p.cmData = cmDataSize(&p.c.fid, f.prof)
 	return p, nil
 }
+
+// Info is the entry the passive endpoint was opened from. It stays valid
+// until Close; do not free it.
+func (p *PassiveEndpoint) Info() *Info { return &Info{c: p.info, prof: p.prof} }
 
 // Bind attaches the event queue that will report connection requests.
 func (p *PassiveEndpoint) Bind(q *EQ) error {
@@ -37,13 +54,16 @@ func (p *PassiveEndpoint) Bind(q *EQ) error {
 		return err
 	}
 	p.eq = q
+	q.passive = true
 	q.bind(uintptr(unsafe.Pointer(&p.c.fid)), p.token)
 	return nil
 }
 
 // Listen starts accepting connection requests.
 func (p *PassiveEndpoint) Listen() error {
-	if err := check("fi_listen", C.fi_listen(p.c)); err != nil {
+	var ret C.int
+	noInherit(func() { ret = C.fi_listen(p.c) })
+	if err := check("fi_listen", ret); err != nil {
 		return err
 	}
 	if p.tcp {
@@ -55,13 +75,28 @@ func (p *PassiveEndpoint) Listen() error {
 // Addr is the bound local address.
 func (p *PassiveEndpoint) Addr() (netip.AddrPort, error) { return getname("fi_getname", &p.c.fid) }
 
-// Reject refuses a connection request, sending data to the peer, and frees
-// the request. Every request must be accepted or rejected.
+// CMDataSize is the most private data a reject carries (and, on every
+// provider netio knows, a request or an accept): what the provider
+// answers to FI_OPT_CM_DATA_SIZE, at most the verbs profile's limit under
+// it; 0 when the provider does not say.
+func (p *PassiveEndpoint) CMDataSize() int { return p.cmData }
+
+// Reject refuses a connection request, sending data to the peer (at most
+// CMDataSize bytes: more is an error, and the request is rejected without
+// data), and frees the request. Every request must be accepted or
+// rejected.
 func (p *PassiveEndpoint) Reject(req *Info, data []byte) error {
+	tooLong := checkCMData("fi_reject", data, p.cmData, p.prof)
+	if tooLong != nil {
+		data = nil
+	}
 	d, n := cbytes(data)
 	defer C.free(d)
 	err := check("fi_reject", C.fi_reject(p.c, req.c.handle, d, n))
 	req.Free()
+	if err == nil {
+		err = tooLong
+	}
 	return err
 }
 
@@ -73,39 +108,97 @@ func (p *PassiveEndpoint) Close() error {
 	fid := uintptr(unsafe.Pointer(&p.c.fid))
 	err := check("fi_close(pep)", C.netio_close(&p.c.fid))
 	p.c = nil
+	freeKept(&p.info)
 	if p.eq != nil {
 		p.eq.purge(fid)
 	}
 	return err
 }
 
+// cmDataSize asks the provider how much private data fid's connection
+// messages carry (FI_OPT_CM_DATA_SIZE), capped by prof; 0 when neither
+// says.
+func cmDataSize(fid *C.struct_fid, prof *profile) int {
+	var size C.size_t
+	n := 0
+	if C.netio_cm_data_size(fid, &size) == 0 {
+		n = int(size)
+	}
+	if prof != nil && (n == 0 || n > prof.cmData) {
+		n = prof.cmData
+	}
+	return n
+}
+
+// checkCMData checks that data fits the max bytes of private data of a
+// connection message (0: no known limit).
+func checkCMData(op string, data []byte, max int, prof *profile) error {
+	if max == 0 || len(data) <= max {
+		return nil
+	}
+	if prof != nil && max == prof.cmData {
+		return &Error{Op: op, Err: &ProfileError{Err: EINVAL, Detail: fmt.Sprintf("%d bytes of connection data, over the %d verbs carries", len(data), max)}}
+	}
+	return &Error{Op: op, Err: fmt.Errorf("%d bytes of connection data, over the provider's %d (FI_OPT_CM_DATA_SIZE): %w", len(data), max, EINVAL)}
+}
+
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint with
 // FI_EP_MSG).
 type Endpoint struct {
-	c     *C.struct_fid_ep
-	rx    *C.struct_fid_ep // where receives are posted: c, or the guard's context
-	guard *guard           // tcp only (guard.go)
-	token uint64
-	eq    *EQ
+	c      *C.struct_fid_ep
+	info   *C.struct_fi_info // what it was opened from, kept until Close
+	rx     *C.struct_fid_ep  // where receives are posted: c, or the guard's context
+	guard  *guard            // tcp only (guard.go)
+	prof   *C.netio_prof_ep  // under the verbs profile (profile.go), else nil
+	pinfo  *profile
+	token  uint64
+	eq     *EQ
+	cmData int // private data a connect or accept carries at most; 0: unknown
 }
 
 // OpenEndpoint opens an endpoint: from a GetInfo entry to connect, or from
 // a connection request's Info to accept. token comes back as the Context of
 // the endpoint's events.
 func (d *Domain) OpenEndpoint(info *Info, token uint64) (*Endpoint, error) {
-	e := &Endpoint{token: token}
-	if err := check("fi_endpoint", C.netio_endpoint(d.c, info.c, &e.c, C.uint64_t(token))); err != nil {
+	kept, err := keepInfo(info)
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{info: kept, token: token, pinfo: d.prof}
+	var ret C.int
+	noInherit(func() { ret = C.netio_endpoint(d.c, kept, &e.c, C.uint64_t(token)) })
+	if err := check("fi_endpoint", ret); err != nil {
+		freeKept(&e.info)
 		return nil, err
 	}
 	e.rx = e.c
+	fail := func(err error) (*Endpoint, error) {
+		C.netio_close(&e.c.fid)
+		if e.prof != nil {
+			C.netio_prof_ep_closed(e.prof)
+		}
+		freeKept(&e.info)
+		return nil, err
+	}
+	if d.prof != nil {
+		limits := &Info{c: kept, prof: d.prof}
+		e.prof = C.netio_prof_ep_new(e.c, C.uint32_t(limits.TxSize()), C.uint32_t(limits.RxSize()), C.uint32_t(limits.InjectSize()))
+		if e.prof == nil {
+			return fail(&Error{Op: "fi_endpoint", Err: Errno(C.FI_ENOMEM)})
+		}
+	}
 	if needsGuard(info) {
-		g, err := openGuard(d, info, e.c)
+		var g *guard
+		noInherit(func() { g, err = openGuard(d, info, e.c, e.prof) })
 		if err != nil {
-			C.netio_close(&e.c.fid)
-			return nil, err
+			return fail(err)
 		}
 		e.guard, e.rx = g, g.srx
+		if e.prof != nil {
+			C.netio_prof_ep_set_rx(e.prof, g.srx, 1)
+		}
 	}
+	e.cmData = cmDataSize(&e.c.fid, d.prof)
 	return e, nil
 }
 
@@ -127,28 +220,56 @@ func (e *Endpoint) BindCQ(q *CQ) error {
 			return err
 		}
 	}
-	return check("fi_ep_bind(cq)", C.fi_ep_bind(e.c, &q.c.fid, C.FI_TRANSMIT|C.FI_RECV))
+	if err := check("fi_ep_bind(cq)", C.fi_ep_bind(e.c, &q.c.fid, C.FI_TRANSMIT|C.FI_RECV)); err != nil {
+		return err
+	}
+	if e.prof != nil && q.prof != nil {
+		C.netio_prof_ep_bind_cq(e.prof, q.prof)
+	}
+	return nil
 }
 
 // Enable makes the endpoint usable; receives may be posted after it.
-func (e *Endpoint) Enable() error { return check("fi_enable", C.fi_enable(e.c)) }
+func (e *Endpoint) Enable() error {
+	var ret C.int
+	noInherit(func() { ret = C.fi_enable(e.c) })
+	return check("fi_enable", ret)
+}
 
-// Connect starts connecting to info's destination, sending data (at most 55
-// bytes to work on every provider). The outcome arrives on the EQ:
-// EventConnected, or EventError (refused, unreachable). Nothing may be sent
-// before EventConnected: on tcp that crashes inside the provider.
+// CMDataSize is the most private data Connect and Accept carry: what the
+// provider answers to FI_OPT_CM_DATA_SIZE (256 bytes on tcp, 55 on verbs),
+// at most the verbs profile's 55 under it; 0 when the provider does not
+// say.
+func (e *Endpoint) CMDataSize() int { return e.cmData }
+
+// Connect starts connecting to info's destination, sending data (at most
+// CMDataSize bytes; 55 work on every provider). The outcome arrives on
+// the EQ: EventConnected, or EventError (refused, unreachable). Nothing
+// may be sent before EventConnected: on tcp that crashes inside the
+// provider.
 func (e *Endpoint) Connect(info *Info, data []byte) error {
+	if err := checkCMData("fi_connect", data, e.cmData, e.pinfo); err != nil {
+		return err
+	}
 	d, n := cbytes(data)
 	defer C.free(d)
-	return check("fi_connect", C.netio_connect(e.c, info.c, d, n))
+	var ret C.int
+	noInherit(func() { ret = C.netio_connect(e.c, info.c, d, n) })
+	return check("fi_connect", ret)
 }
 
 // Accept accepts the connection request the endpoint was opened from,
-// sending data to the peer. EventConnected follows on the EQ.
+// sending data to the peer (at most CMDataSize bytes). EventConnected
+// follows on the EQ.
 func (e *Endpoint) Accept(data []byte) error {
+	if err := checkCMData("fi_accept", data, e.cmData, e.pinfo); err != nil {
+		return err
+	}
 	d, n := cbytes(data)
 	defer C.free(d)
-	return check("fi_accept", C.fi_accept(e.c, d, n))
+	var ret C.int
+	noInherit(func() { ret = C.fi_accept(e.c, d, n) })
+	return check("fi_accept", ret)
 }
 
 // Shutdown shuts the connection down; the peer gets EventShutdown. Sends
@@ -184,7 +305,12 @@ func (e *Endpoint) PostRecv(r *Region, segs []Segment) (int, error) {
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	res := C.netio_post_recvs(e.rx, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	base, seg := (*C.char)(unsafe.Pointer(&r.mem[0])), (*C.netio_segment)(unsafe.Pointer(&segs[0]))
+	if e.prof != nil {
+		res := C.netio_prof_post_recvs(e.prof, base, r.desc, seg, C.size_t(len(segs)))
+		return int(res.posted), profileError("fi_recv", e.prof, res.ret)
+	}
+	res := C.netio_post_recvs(e.rx, base, r.desc, seg, C.size_t(len(segs)))
 	return int(res.posted), checkSize("fi_recv", res.ret)
 }
 
@@ -205,7 +331,12 @@ func (e *Endpoint) PostSendInject(r *Region, segs []Segment, inject int) (int, e
 	if err := r.checkSegments(segs); err != nil || len(segs) == 0 {
 		return 0, err
 	}
-	res := C.netio_post_sends(e.c, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc, (*C.netio_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), C.uint64_t(max(inject, 0)))
+	base, seg := (*C.char)(unsafe.Pointer(&r.mem[0])), (*C.netio_segment)(unsafe.Pointer(&segs[0]))
+	if e.prof != nil {
+		res := C.netio_prof_post_sends(e.prof, base, r.desc, seg, C.size_t(len(segs)), C.uint64_t(max(inject, 0)))
+		return int(res.posted), profileError("fi_send", e.prof, res.ret)
+	}
+	res := C.netio_post_sends(e.c, base, r.desc, seg, C.size_t(len(segs)), C.uint64_t(max(inject, 0)))
 	return int(res.posted), checkSize("fi_send", res.ret)
 }
 
@@ -222,6 +353,9 @@ func (e *Endpoint) PostSendTail(r *Region, seg Segment, tail []byte) error {
 	}
 	if len(tail) == 0 {
 		return fmt.Errorf("ofi: PostSendTail with an empty tail")
+	}
+	if e.prof != nil {
+		return profileError("fi_sendv", e.prof, C.netio_prof_send_tail(e.prof, C.size_t(len(tail))))
 	}
 	ret := C.netio_send_tail(e.c, (*C.char)(unsafe.Pointer(&r.mem[seg.Offset])), C.size_t(seg.Len), r.desc, unsafe.Pointer(&tail[0]), C.size_t(len(tail)), C.uint64_t(seg.Token))
 	return checkSize("fi_sendv", ret)
@@ -253,6 +387,11 @@ func (e *Endpoint) Close() error {
 		}
 		e.guard = nil
 	}
+	if e.prof != nil {
+		C.netio_prof_ep_closed(e.prof)
+		e.prof = nil
+	}
+	freeKept(&e.info)
 	if e.eq != nil {
 		// Its queued events must go before another endpoint can be
 		// allocated at the same address.

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -78,12 +80,16 @@ type EQ struct {
 	tokens  map[uintptr]uint64 // bound endpoints' fids and tokens
 	backlog []Event            // events read ahead by purge
 	sockets *requestWatch      // the sockets in the wait set (WatchSockets), or nil
+	passive bool               // a passive endpoint is bound: reads may accept sockets
+	prof    *profile           // its fabric's (profile.go), for connection requests
 }
 
 // OpenEQ opens an event queue of the given depth on f.
 func (f *Fabric) OpenEQ(size int) (*EQ, error) {
-	q := &EQ{tokens: map[uintptr]uint64{}}
-	if err := check("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), &q.c)); err != nil {
+	q := &EQ{tokens: map[uintptr]uint64{}, prof: f.prof}
+	var ret C.int
+	noInherit(func() { ret = C.netio_eq_open(f.c, C.size_t(size), &q.c) })
+	if err := check("fi_eq_open", ret); err != nil {
 		return nil, err
 	}
 	var fd C.int
@@ -97,6 +103,8 @@ func (f *Fabric) OpenEQ(size int) (*EQ, error) {
 }
 
 func (q *EQ) fid() uintptr { return uintptr(unsafe.Pointer(&q.c.fid)) }
+
+func (q *EQ) accepts() bool { return q.passive }
 
 // FD is the wait file descriptor: readable when the queue may have events.
 // It belongs to the queue; do not close it.
@@ -114,7 +122,14 @@ func (q *EQ) Read(ev *Event) (bool, error) {
 		return true, nil
 	}
 	for {
-		ok, fid, err := q.readRaw(ev)
+		var ok bool
+		var fid uintptr
+		var err error
+		if q.passive {
+			noInherit(func() { ok, fid, err = q.readRaw(ev) })
+		} else {
+			ok, fid, err = q.readRaw(ev)
+		}
 		if !ok || err != nil {
 			return ok, err
 		}
@@ -155,7 +170,7 @@ func (q *EQ) readRaw(ev *Event) (bool, uintptr, error) {
 	switch event {
 	case C.FI_CONNREQ:
 		ev.Kind = EventConnReq
-		ev.Info = &Info{c: info, owned: true}
+		ev.Info = &Info{c: info, owned: true, prof: q.prof}
 	case C.FI_CONNECTED:
 		ev.Kind = EventConnected
 	case C.FI_SHUTDOWN:

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -31,9 +33,13 @@ const (
 	ETRUNC       = Errno(C.FI_ETRUNC)
 	EOTHER       = Errno(C.FI_EOTHER)
 	EBADF        = Errno(C.FI_EBADF) // the object was closed
+	EINVAL       = Errno(C.FI_EINVAL)
 )
 
 func (e Errno) Error() string {
+	if s, ok := profileErrno(e); ok {
+		return s
+	}
 	return C.GoString(C.fi_strerror(C.int(e)))
 }
 

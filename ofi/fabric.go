@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -13,13 +15,22 @@ import (
 // Fabric is an opened libfabric fabric (fi_fabric): the root of one
 // provider's objects.
 type Fabric struct {
-	c *C.struct_fid_fabric
+	c    *C.struct_fid_fabric
+	info *C.struct_fi_info // what it was opened from, kept until Close
+	prof *profile
 }
 
 // OpenFabric opens the fabric described by info.
 func OpenFabric(info *Info) (*Fabric, error) {
-	f := &Fabric{}
-	if err := check("fi_fabric", C.netio_fabric(info.c, &f.c)); err != nil {
+	kept, err := keepInfo(info)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fabric{info: kept, prof: info.prof}
+	var ret C.int
+	noInherit(func() { ret = C.netio_fabric(kept, &f.c) })
+	if err := check("fi_fabric", ret); err != nil {
+		freeKept(&f.info)
 		return nil, err
 	}
 	return f, nil
@@ -32,6 +43,7 @@ func (f *Fabric) Close() error {
 	}
 	err := check("fi_close(fabric)", C.netio_close(&f.c.fid))
 	f.c = nil
+	freeKept(&f.info)
 	return err
 }
 
@@ -39,19 +51,27 @@ func (f *Fabric) Close() error {
 // an *EQ or a *CQ.
 type Waiter interface {
 	fid() uintptr
+	// accepts reports whether testing the queue may accept connections
+	// (an event queue with a passive endpoint bound): such calls make
+	// descriptors (cloexec.go).
+	accepts() bool
 }
 
 // WaitList is a reusable list of event and completion queues to test with
 // TryWait in one call.
 type WaitList struct {
-	fids []uintptr
+	fids    []uintptr
+	accepts bool
 }
 
 // Reset empties the list, keeping its storage.
-func (w *WaitList) Reset() { w.fids = w.fids[:0] }
+func (w *WaitList) Reset() { w.fids, w.accepts = w.fids[:0], false }
 
 // Add appends q to the list.
-func (w *WaitList) Add(q Waiter) { w.fids = append(w.fids, q.fid()) }
+func (w *WaitList) Add(q Waiter) {
+	w.fids = append(w.fids, q.fid())
+	w.accepts = w.accepts || q.accepts()
+}
 
 // Len is the number of queues in the list.
 func (w *WaitList) Len() int { return len(w.fids) }
@@ -60,7 +80,16 @@ func (w *WaitList) Len() int { return len(w.fids) }
 // reports true when the caller may block on the queues' wait fds, and false
 // (with a nil error) when one of them has work pending and must be read
 // first. On verbs this is also what re-arms completion notification.
-func (f *Fabric) TryWait(w *WaitList) (bool, error) {
+func (f *Fabric) TryWait(w *WaitList) (ok bool, err error) {
+	if w.accepts {
+		noInherit(func() { ok, err = f.tryWait(w) })
+		return ok, err
+	}
+	return f.tryWait(w)
+}
+
+// tryWait is TryWait without noInherit, for callers that hold it.
+func (f *Fabric) tryWait(w *WaitList) (bool, error) {
 	if len(w.fids) == 0 {
 		return true, nil
 	}
@@ -78,15 +107,24 @@ func (f *Fabric) TryWait(w *WaitList) (bool, error) {
 // interface.
 type Domain struct {
 	c        *C.struct_fid_domain
-	provKeys bool
-	needReg  bool
+	info     *C.struct_fi_info // what it was opened from, kept until Close
+	provKeys bool              // the provider chooses the keys
+	prof     *profile
 	nextKey  atomic.Uint64
 }
 
-// OpenDomain opens the domain described by info on f.
+// OpenDomain opens the domain described by info on f. info may be a
+// GetInfo entry or a connection request of f's passive endpoint.
 func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
-	d := &Domain{provKeys: info.ProviderKeys(), needReg: info.NeedsRegistration()}
-	if err := check("fi_domain", C.fi_domain(f.c, info.c, &d.c, nil)); err != nil {
+	kept, err := keepInfo(info)
+	if err != nil {
+		return nil, err
+	}
+	d := &Domain{info: kept, provKeys: info.realProviderKeys(), prof: f.prof}
+	var ret C.int
+	noInherit(func() { ret = C.fi_domain(f.c, kept, &d.c, nil) })
+	if err := check("fi_domain", ret); err != nil {
+		freeKept(&d.info)
 		return nil, err
 	}
 	return d, nil
@@ -99,5 +137,6 @@ func (d *Domain) Close() error {
 	}
 	err := check("fi_close(domain)", C.netio_close(&d.c.fid))
 	d.c = nil
+	freeKept(&d.info)
 	return err
 }

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -55,11 +57,17 @@ type guard struct {
 func needsGuard(info *Info) bool { return info.Provider() == "tcp" }
 
 // openGuard opens the guard for an endpoint of info that will post at most
-// rxDepth receives, and binds the endpoint to it.
-func openGuard(d *Domain, info *Info, ep *C.struct_fid_ep) (*guard, error) {
+// rxDepth receives, and binds the endpoint to it. pe is the endpoint's
+// state under the verbs profile, or nil.
+func openGuard(d *Domain, info *Info, ep *C.struct_fid_ep, pe *C.netio_prof_ep) (*guard, error) {
 	g := &guard{}
-	// One more than the receive queue for the trap.
-	if err := check("fi_srx_context", C.netio_srx_open(d.c, C.size_t(info.RxSize()+1), &g.srx)); err != nil {
+	// One more than the receive queue for the trap, and under the
+	// profile one for its strict-credit trap.
+	size := info.RxSize() + 1
+	if pe != nil {
+		size++
+	}
+	if err := check("fi_srx_context", C.netio_srx_open(d.c, C.size_t(size), &g.srx)); err != nil {
 		return nil, err
 	}
 	if err := check("fi_ep_bind(srx)", C.fi_ep_bind(ep, &g.srx.fid, 0)); err != nil {
@@ -67,7 +75,13 @@ func openGuard(d *Domain, info *Info, ep *C.struct_fid_ep) (*guard, error) {
 		return nil, err
 	}
 	g.trap = C.calloc(1, trapSize)
-	if err := checkSize("fi_trecv", C.netio_post_trap(g.srx, g.trap, trapSize, C.uint64_t(TrapToken))); err != nil {
+	var ret C.ssize_t
+	if pe != nil {
+		ret = C.netio_prof_post_trap(pe, g.srx, g.trap, trapSize, C.uint64_t(TrapToken))
+	} else {
+		ret = C.netio_post_trap(g.srx, g.trap, trapSize, C.uint64_t(TrapToken))
+	}
+	if err := checkSize("fi_trecv", ret); err != nil {
 		g.close()
 		return nil, err
 	}

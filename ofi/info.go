@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -28,6 +30,14 @@ type Hints struct {
 	Node, Service string
 	// Source says Node and Service are a local address (FI_SOURCE).
 	Source bool
+	// Domain asks for the entries of one domain (a NIC such as mlx5_1, or
+	// for tcp an interface such as eth0); "" accepts any. Providers do
+	// not all filter on it: check DomainName of what comes back.
+	Domain string
+	// SourceAddr, when valid, is the local address a connection is made
+	// from (not with Source, where Node is that address): the provider
+	// then picks the domain that address belongs to.
+	SourceAddr netip.Addr
 }
 
 // The memory registration modes netio supports: it registers every buffer
@@ -41,7 +51,8 @@ const supportedMRMode = C.FI_MR_LOCAL | C.FI_MR_VIRT_ADDR | C.FI_MR_ALLOCATED | 
 // passed to Accept (through OpenEndpoint) or Reject and then freed.
 type Info struct {
 	c     *C.struct_fi_info
-	owned bool // freed by Free (connection requests); list entries are freed with the list
+	owned bool     // freed by Free (connection requests); list entries are freed with the list
+	prof  *profile // the profile objects made from it follow (profile.go), or nil
 }
 
 // InfoList is the result of GetInfo; Free releases every Info in it.
@@ -58,9 +69,21 @@ var ErrSpinningProvider = errors.New("ofi: provider version busy-polls (libfabri
 // GetInfo asks libfabric for the endpoints matching h. Entries whose
 // provider version is known to spin (see Spins) are dropped.
 func GetInfo(h Hints) (*InfoList, error) {
-	prov := cstring(h.Provider)
+	prof, err := currentProfile()
+	if err != nil {
+		return nil, err
+	}
+	prov, dom := cstring(h.Provider), cstring(h.Domain)
 	defer freeCString(prov)
-	hints := C.netio_hints(prov, C.FI_MSG|C.FI_SEND|C.FI_RECV, supportedMRMode, C.FI_RX_CQ_DATA)
+	defer freeCString(dom)
+	var src []byte
+	var format C.uint32_t
+	if h.SourceAddr.IsValid() {
+		src, format = encodeSockaddr(h.SourceAddr)
+	}
+	srcC, srcLen := cbytes(src)
+	defer C.free(srcC)
+	hints := C.netio_hints(prov, dom, srcC, srcLen, format, C.FI_MSG|C.FI_SEND|C.FI_RECV, supportedMRMode, C.FI_RX_CQ_DATA)
 	if hints == nil {
 		return nil, &Error{Op: "fi_allocinfo", Err: Errno(C.FI_ENOMEM)}
 	}
@@ -79,7 +102,7 @@ func GetInfo(h Hints) (*InfoList, error) {
 	l := &InfoList{head: res}
 	spinning := 0
 	for p := res; p != nil; p = p.next {
-		i := &Info{c: p}
+		i := &Info{c: p, prof: prof}
 		if i.Spins() {
 			spinning++
 			continue
@@ -105,6 +128,27 @@ func (l *InfoList) Free() {
 	}
 }
 
+// keepInfo returns a deep copy of i for an object opened from it to keep
+// until it is closed: providers may keep pointers into the fi_info they
+// were opened with (the sockets provider copies the struct and reads its
+// attributes when a connection request arrives), so the caller's list
+// must be free to go as soon as the call returns.
+func keepInfo(i *Info) (*C.struct_fi_info, error) {
+	c := C.fi_dupinfo(i.c)
+	if c == nil {
+		return nil, &Error{Op: "fi_dupinfo", Err: Errno(C.FI_ENOMEM)}
+	}
+	return c, nil
+}
+
+// freeKept frees what keepInfo returned; nil is allowed.
+func freeKept(c **C.struct_fi_info) {
+	if *c != nil {
+		C.fi_freeinfo(*c)
+		*c = nil
+	}
+}
+
 // Free releases an Info that came with a connection request.
 func (i *Info) Free() {
 	if i.owned && i.c != nil {
@@ -125,23 +169,55 @@ func (i *Info) FabricName() string { return C.GoString(i.c.fabric_attr.name) }
 // DomainName is the domain's name (for tcp, an interface such as "lo").
 func (i *Info) DomainName() string { return C.GoString(i.c.domain_attr.name) }
 
-// MRMode is the memory registration mode the provider requires.
-func (i *Info) MRMode() uint64 { return uint64(i.c.domain_attr.mr_mode) }
+// MRMode is the memory registration mode the provider requires (under
+// the verbs profile, verbs' mode).
+func (i *Info) MRMode() uint64 {
+	if i.prof != nil {
+		return uint64(i.c.domain_attr.mr_mode) | verbsMRMode
+	}
+	return uint64(i.c.domain_attr.mr_mode)
+}
 
-// NeedsRegistration reports whether local buffers must be registered.
-func (i *Info) NeedsRegistration() bool { return i.c.domain_attr.mr_mode&C.FI_MR_LOCAL != 0 }
+// NeedsRegistration reports whether local buffers must be registered
+// (FI_MR_LOCAL): then every buffer of a post must lie in a Region, as on
+// verbs.
+func (i *Info) NeedsRegistration() bool { return i.MRMode()&C.FI_MR_LOCAL != 0 }
+
+// PinsMemory reports whether registering memory pins it, so that the
+// process's locked-memory limit (RLIMIT_MEMLOCK) bounds what it may
+// register: on providers that need local registration (verbs), and under
+// the verbs profile.
+func (i *Info) PinsMemory() bool { return i.NeedsRegistration() }
 
 // ProviderKeys reports whether the provider chooses memory keys (FI_MR_PROV_KEY).
-func (i *Info) ProviderKeys() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
+func (i *Info) ProviderKeys() bool { return i.MRMode()&C.FI_MR_PROV_KEY != 0 }
+
+// realProviderKeys is ProviderKeys as the provider itself says: under the
+// profile the keys asked of it must still be distinct.
+func (i *Info) realProviderKeys() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
 
 // TxSize is the depth of the transmit queue.
-func (i *Info) TxSize() int { return int(i.c.tx_attr.size) }
+func (i *Info) TxSize() int {
+	return i.clamp(int(i.c.tx_attr.size), func(p *profile) int { return p.tx })
+}
 
 // RxSize is the depth of the receive queue.
-func (i *Info) RxSize() int { return int(i.c.rx_attr.size) }
+func (i *Info) RxSize() int {
+	return i.clamp(int(i.c.rx_attr.size), func(p *profile) int { return p.rx })
+}
 
 // InjectSize is the largest message fi_inject accepts.
-func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
+func (i *Info) InjectSize() int {
+	return i.clamp(int(i.c.tx_attr.inject_size), func(p *profile) int { return p.inject })
+}
+
+// clamp returns v, or the profile's limit when that is smaller.
+func (i *Info) clamp(v int, limit func(*profile) int) int {
+	if i.prof == nil {
+		return v
+	}
+	return clampTo(v, limit(i.prof))
+}
 
 // SendIOVLimit is how many pieces of memory one send may gather.
 func (i *Info) SendIOVLimit() int { return int(i.c.tx_attr.iov_limit) }

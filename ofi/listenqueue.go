@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -44,12 +46,13 @@ func (f *Fabric) OpenListenQueue(info *Info, size int, token uint64) (q *ListenQ
 	if q.eq, err = f.OpenEQ(size); err != nil {
 		return nil, err
 	}
+	made := q // q is nil once an error is returned
 	defer func() {
 		if err != nil {
-			if q.pep != nil {
-				q.pep.Close()
+			if made.pep != nil {
+				made.pep.Close()
 			}
-			q.eq.Close()
+			made.eq.Close()
 		}
 	}()
 	if q.pep, err = f.OpenPassiveEndpoint(info, token); err != nil {
@@ -61,6 +64,7 @@ func (f *Fabric) OpenListenQueue(info *Info, size int, token uint64) (q *ListenQ
 		return nil, err
 	}
 	q.eq.bind(uintptr(unsafe.Pointer(&q.pep.c.fid)), token)
+	q.eq.passive = true
 	if err = q.pep.Listen(); err != nil {
 		return nil, err
 	}
@@ -78,6 +82,10 @@ func (f *Fabric) OpenListenQueue(info *Info, size int, token uint64) (q *ListenQ
 
 // Addr is the bound local address.
 func (q *ListenQueue) Addr() (netip.AddrPort, error) { return q.pep.Addr() }
+
+// Info is the entry the passive endpoint was opened from, valid until
+// Close: the fabric and domain its connections are made on.
+func (q *ListenQueue) Info() *Info { return q.pep.Info() }
 
 // FD is the queue's wait descriptor: readable when it may have events. It
 // belongs to the queue; do not close it.
@@ -100,9 +108,14 @@ func (q *ListenQueue) Read(ev *Event) (bool, error) {
 	for {
 		accepts := q.mayAccept()
 		q.called()
-		ok, fid, err := q.eq.readRaw(ev)
+		var ok bool
+		var fid uintptr
+		var err error
 		if accepts {
+			noInherit(func() { ok, fid, err = q.eq.readRaw(ev) })
 			q.track()
+		} else {
+			ok, fid, err = q.eq.readRaw(ev)
 		}
 		if !ok || err != nil {
 			return ok, err
@@ -118,10 +131,14 @@ func (q *ListenQueue) Read(ev *Event) (bool, error) {
 func (q *ListenQueue) TryWait() (bool, error) {
 	accepts := q.mayAccept()
 	q.called()
-	ok, err := q.fab.TryWait(&q.wait) // it peeks, which runs the provider's connection manager
-	if accepts {
-		q.track()
+	// It peeks, which runs the provider's connection manager.
+	if !accepts {
+		return q.fab.tryWait(&q.wait)
 	}
+	var ok bool
+	var err error
+	noInherit(func() { ok, err = q.fab.tryWait(&q.wait) })
+	q.track()
 	return ok, err
 }
 

@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 // Package ofi is a thin, typed binding to the parts of libfabric (OFI) that
 // netio needs: discovery, fabrics and domains, connection-oriented (FI_EP_MSG)
 // endpoints, event and completion queues with file-descriptor wait objects,

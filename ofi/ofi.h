@@ -14,6 +14,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include "profile.h"
 
 static inline uint32_t netio_api_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
 
@@ -25,7 +26,9 @@ typedef struct {
 	uint64_t token;
 } netio_segment;
 
-static inline struct fi_info *netio_hints(const char *prov, uint64_t caps, int mr_mode, uint64_t mode) {
+// netio_hints makes the hints of fi_getinfo; domain and src (a sockaddr
+// of srclen bytes) may be NULL.
+static inline struct fi_info *netio_hints(const char *prov, const char *domain, const void *src, size_t srclen, uint32_t addr_format, uint64_t caps, int mr_mode, uint64_t mode) {
 	struct fi_info *h = fi_allocinfo();
 	if (!h) return NULL;
 	h->caps = caps;
@@ -34,6 +37,14 @@ static inline struct fi_info *netio_hints(const char *prov, uint64_t caps, int m
 	h->domain_attr->mr_mode = mr_mode;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	if (prov) h->fabric_attr->prov_name = strdup(prov);
+	if (domain) h->domain_attr->name = strdup(domain);
+	if (src && srclen) {
+		h->src_addr = malloc(srclen);
+		if (!h->src_addr) { fi_freeinfo(h); return NULL; }
+		memcpy(h->src_addr, src, srclen);
+		h->src_addrlen = srclen;
+		h->addr_format = addr_format;
+	}
 	return h;
 }
 
@@ -185,6 +196,21 @@ static inline ssize_t netio_send_tail(struct fid_ep *ep, char *head, size_t head
 	struct iovec iov[2] = {{head, head_len}, {tail, tail_len}};
 	void *descs[2] = {desc, NULL};
 	return fi_sendv(ep, iov, descs, 2, 0, (void *)(uintptr_t)token);
+}
+
+// The verbs profile's posts (profile.c): as above, with every buffer
+// checked against the region of its descriptor (rec, the profile's record
+// of it) and the queues' depths counted.
+netio_post_result netio_prof_post_recvs(netio_prof_ep *pe, char *base, void *rec, const netio_segment *segs, size_t n);
+netio_post_result netio_prof_post_sends(netio_prof_ep *pe, char *base, void *rec, const netio_segment *segs, size_t n, uint64_t inject);
+ssize_t netio_prof_send_tail(netio_prof_ep *pe, size_t tail_len);
+
+// netio_cm_data_size asks the provider how much private data a
+// connection request, accept or reject of fid carries; a negative return
+// means it does not say.
+static inline int netio_cm_data_size(struct fid *fid, size_t *size) {
+	size_t len = sizeof *size;
+	return fi_getopt(fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, size, &len);
 }
 
 static inline ssize_t netio_cq_read(struct fid_cq *cq, void *buf, size_t count) {

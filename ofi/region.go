@@ -1,3 +1,5 @@
+//go:build cgo && linux
+
 package ofi
 
 /*
@@ -21,7 +23,8 @@ import (
 type Region struct {
 	mem  []byte
 	mr   *C.struct_fid_mr
-	desc unsafe.Pointer // C pointer from fi_mr_desc, passed back on every post
+	desc unsafe.Pointer // C pointer from fi_mr_desc, passed back on every post (the profile's record, under it)
+	prof bool           // registered under the verbs profile (profile.go)
 }
 
 // NewRegion maps size bytes of anonymous memory and registers them with d
@@ -36,7 +39,7 @@ func (d *Domain) NewRegion(size int) (*Region, error) {
 	if err != nil {
 		return nil, &Error{Op: "mmap", Err: err}
 	}
-	r := &Region{mem: mem}
+	r := &Region{mem: mem, prof: d.prof != nil}
 	live.add(r)
 	var key uint64
 	if !d.provKeys {
@@ -44,7 +47,12 @@ func (d *Domain) NewRegion(size int) (*Region, error) {
 		// regions of one domain must not share it.
 		key = d.nextKey.Add(1)
 	}
-	ret := C.netio_mr_reg(d.c, unsafe.Pointer(&mem[0]), C.size_t(size), C.FI_SEND|C.FI_RECV, C.uint64_t(key), &r.mr, &r.desc)
+	var ret C.int
+	if r.prof {
+		ret = C.netio_prof_mr_reg(d.c, unsafe.Pointer(&mem[0]), C.size_t(size), C.FI_SEND|C.FI_RECV, C.uint64_t(key), &r.mr, &r.desc)
+	} else {
+		ret = C.netio_mr_reg(d.c, unsafe.Pointer(&mem[0]), C.size_t(size), C.FI_SEND|C.FI_RECV, C.uint64_t(key), &r.mr, &r.desc)
+	}
 	if err := check("fi_mr_reg", ret); err != nil {
 		live.remove(r)
 		unix.Munmap(mem)
@@ -66,8 +74,13 @@ func (r *Region) Deregister() error {
 	if r.mr == nil {
 		return nil
 	}
-	err := check("fi_close(mr)", C.netio_close(&r.mr.fid))
-	r.mr = nil
+	var err error
+	if r.prof {
+		err = check("fi_close(mr)", C.netio_prof_mr_close(r.mr, r.desc))
+	} else {
+		err = check("fi_close(mr)", C.netio_close(&r.mr.fid))
+	}
+	r.mr, r.desc = nil, nil
 	return err
 }
 

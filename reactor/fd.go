@@ -60,8 +60,8 @@ func (r *Reactor) register(fd int, events uint32, h Handler) error {
 		r.slots = append(r.slots, slot{})
 	}
 	sl := &r.slots[s]
-	ev := unix.EpollEvent{Events: events, Fd: s, Pad: sl.gen}
-	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	ev := epollEvent{Events: events, Fd: s, Pad: sl.gen}
+	if err := epollCtl(r.epfd, epollCtlAdd, fd, &ev); err != nil {
 		r.free = append(r.free, s)
 		return os.NewSyscallError("epoll_ctl", err)
 	}
@@ -76,8 +76,8 @@ func (r *Reactor) modify(fd int, events uint32) error {
 	if !ok {
 		return os.NewSyscallError("epoll_ctl", unix.ENOENT)
 	}
-	ev := unix.EpollEvent{Events: events, Fd: s, Pad: r.slots[s].gen}
-	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_MOD, fd, &ev); err != nil {
+	ev := epollEvent{Events: events, Fd: s, Pad: r.slots[s].gen}
+	if err := epollCtl(r.epfd, epollCtlMod, fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
 	}
 	return nil
@@ -88,7 +88,7 @@ func (r *Reactor) unregister(fd int) error {
 	if !ok {
 		return os.NewSyscallError("epoll_ctl", unix.ENOENT)
 	}
-	err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	err := epollCtl(r.epfd, epollCtlDel, fd, nil)
 	delete(r.fdSlot, fd)
 	sl := &r.slots[s]
 	sl.h = nil

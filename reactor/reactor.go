@@ -200,7 +200,7 @@ type Reactor struct {
 	cleanupOnce sync.Once
 
 	// Reactor-thread state.
-	events  []unix.EpollEvent
+	events  []epollEvent
 	slots   []slot
 	free    []int32
 	fdSlot  map[int]int32
@@ -254,17 +254,17 @@ func New(cfg *Config) (*Reactor, error) {
 		size <<= 1
 	}
 
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	epfd, err := epollCreate()
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	bell, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	bell, err := newEventfd(false)
 	if err != nil {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: bellSlot}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, bell, &ev); err != nil {
+	ev := epollEvent{Events: epollIn, Fd: bellSlot}
+	if err := epollCtl(epfd, epollCtlAdd, bell, &ev); err != nil {
 		unix.Close(bell)
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
@@ -281,7 +281,7 @@ func New(cfg *Config) (*Reactor, error) {
 		maxPollers: int32(runtime.GOMAXPROCS(0) - 1),
 		onInit:     c.OnInit,
 		done:       make(chan struct{}),
-		events:     make([]unix.EpollEvent, maxEvents),
+		events:     make([]epollEvent, maxEvents),
 		fdSlot:     make(map[int]int32),
 		owned:      make(map[*fdObj]struct{}),
 		epoch:      time.Now(),
@@ -304,7 +304,7 @@ func New(cfg *Config) (*Reactor, error) {
 func (r *Reactor) loop(started chan<- struct{}) {
 	runtime.LockOSThread()
 	// Never unlocked: the thread ends with the goroutine.
-	r.tid.Store(int32(unix.Gettid()))
+	r.tid.Store(gettid())
 	close(started)
 	defer r.exit()
 
@@ -336,7 +336,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 				// Let another thread have the core if one is waiting
 				// (a peer process on a small machine); costs a system
 				// call, about as much as the epoll_wait(0) above.
-				unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+				schedYield()
 				continue
 			}
 		}
@@ -407,7 +407,7 @@ func (r *Reactor) poll() bool {
 
 // wait is epoll_wait into r.events; EINTR counts as no events.
 func (r *Reactor) wait(msec int) int {
-	n, err := unix.EpollWait(r.epfd, r.events, msec)
+	n, err := epollWait(r.epfd, r.events, msec)
 	if err != nil {
 		if err == unix.EINTR {
 			return 0
@@ -653,7 +653,7 @@ func (r *Reactor) pollCall(c *callTask) bool {
 // thread ids is exact.
 func (r *Reactor) OnReactor() bool {
 	tid := r.tid.Load()
-	return tid != 0 && int32(unix.Gettid()) == tid
+	return tid != 0 && gettid() == tid
 }
 
 // Stop asks the loop to end after its current iteration (NetIO's

@@ -42,7 +42,7 @@ func (r *Reactor) open(fd int, cb func()) (*fdObj, error) {
 	}
 	r.owned[o] = struct{}{}
 	r.ownMu.Unlock()
-	if err := r.Register(fd, unix.EPOLLIN, o); err != nil {
+	if err := r.Register(fd, epollIn, o); err != nil {
 		o.close()
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (r *Reactor) NewTimer(cb func()) (*Timer, error) {
 	if cb == nil {
 		return nil, errors.New("reactor: nil timer callback")
 	}
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	fd, err := newTimerfd()
 	if err != nil {
 		return nil, os.NewSyscallError("timerfd_create", err)
 	}
@@ -146,11 +146,7 @@ func (t *Timer) set(value, interval time.Duration) error {
 			err = ErrClosed
 			return
 		}
-		spec := unix.ItimerSpec{
-			Interval: unix.NsecToTimespec(int64(interval)),
-			Value:    unix.NsecToTimespec(int64(value)),
-		}
-		if e := unix.TimerfdSettime(o.fd, 0, &spec, nil); e != nil {
+		if e := setTimerfd(o.fd, value, interval); e != nil {
 			err = os.NewSyscallError("timerfd_settime", e)
 		}
 	})
@@ -176,7 +172,7 @@ func (r *Reactor) NewSignal(cb func()) (*Signal, error) {
 	if cb == nil {
 		return nil, errors.New("reactor: nil signal callback")
 	}
-	fd, err := unix.Eventfd(0, unix.EFD_SEMAPHORE|unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	fd, err := newEventfd(true)
 	if err != nil {
 		return nil, os.NewSyscallError("eventfd", err)
 	}

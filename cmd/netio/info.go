@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -16,11 +17,12 @@ const infoUsage = `usage: netio info [flags]
 
 Lists the libfabric providers on this machine that netio can use (reliable
 connected endpoints with send and receive), one line per provider and
-interface, with what netio's tests say about each: tcp is tested, verbs is
-what netio is written for but is not tested here, sockets is known to hang
-and crash with netio, the others are untested. Also lists the providers
-left out because they busy-poll, and the provider netio picks when none is
-named.
+interface, with what netio's tests say about each: tcp is tested, sockets
+in part, verbs is what netio is written for but is not tested here (tcp
+under netio's verbs profile stands in for it), the others are untested.
+Also lists each provider's domains (what -domain names), the providers
+left out because they busy-poll, and the provider netio picks when none
+is named.
 `
 
 // infoResult is what netio info prints; -json prints it as it is.
@@ -29,11 +31,17 @@ type infoResult struct {
 	// one netio was built against.
 	Libfabric string `json:"libfabric_version"`
 	API       string `json:"api_version"`
+	// Profile is the ofi profile in force ($NETIO_PROFILE: "verbs"), or
+	// empty: under it the limits below are those the profile enforces.
+	Profile string `json:"profile,omitempty"`
 	// Default is the provider netio uses when none is named.
 	Default defaultProvider `json:"default"`
 	// Endpoints are the usable providers, one entry per fabric and domain
 	// (for tcp: per subnet and interface).
 	Endpoints []endpointInfo `json:"endpoints"`
+	// Domains are the usable providers' domains (NICs, or interfaces for
+	// tcp), what -domain and netio.WithDomain name.
+	Domains []providerDomains `json:"domains"`
 	// Unusable are providers present but left out.
 	Unusable []unusableProvider `json:"unusable,omitempty"`
 	// Support says, for each provider listed, how far netio has been
@@ -58,8 +66,8 @@ var supportOf = map[string]providerSupport{
 	"tcp": {Status: "tested", Note: "netio's tests and benchmarks run on it (libfabric 1.17)"},
 	"verbs": {Status: "untested", Note: "the provider netio is written for (InfiniBand, RoCE: registered memory, " +
 		"credit-based flow control), not tested here: no RDMA device on the test machines"},
-	"sockets": {Status: "broken", Note: "known to hang and crash with netio (netio demo timed out 2 runs of 3 and " +
-		"died of SIGSEGV once on libfabric 1.17): use tcp"},
+	"sockets": {Status: "tested", Note: "in part: netio's tests of net.Conn conformance, HighThroughput mode and " +
+		"publish/subscribe and netio demo run on it (libfabric 1.17); the rest run on tcp only"},
 }
 
 // support returns what netio's testing says about provider.
@@ -106,6 +114,11 @@ type endpointInfo struct {
 	MaxMsgSize uint64 `json:"max_msg_size"`
 }
 
+type providerDomains struct {
+	Provider string   `json:"provider"`
+	Domains  []string `json:"domains"`
+}
+
 type unusableProvider struct {
 	Provider string `json:"provider"`
 	Reason   string `json:"reason"`
@@ -146,6 +159,11 @@ func runInfo(provider string) (*infoResult, error) {
 	if p := os.Getenv("NETIO_PROVIDER"); p != "" {
 		res.Default = defaultProvider{Provider: p, From: "$NETIO_PROVIDER"}
 	}
+	prof, err := ofi.ActiveProfile()
+	if err != nil {
+		return nil, err
+	}
+	res.Profile = prof
 	// Every interface, not only loopback: the addresses are what -listen
 	// can bind.
 	eps, err := endpoints(provider)
@@ -156,6 +174,7 @@ func runInfo(provider string) (*infoResult, error) {
 		return nil, err
 	}
 	res.Endpoints = eps
+	res.Domains = domainsOf(eps)
 	if provider == "" {
 		found := map[string]bool{}
 		for _, e := range eps {
@@ -192,6 +211,22 @@ func runInfo(provider string) (*infoResult, error) {
 	return res, nil
 }
 
+// domainsOf lists the domains of each provider of eps, in their order.
+func domainsOf(eps []endpointInfo) []providerDomains {
+	var out []providerDomains
+	for _, e := range eps {
+		i := slices.IndexFunc(out, func(p providerDomains) bool { return p.Provider == e.Provider })
+		if i < 0 {
+			out = append(out, providerDomains{Provider: e.Provider})
+			i = len(out) - 1
+		}
+		if !slices.Contains(out[i].Domains, e.Domain) {
+			out[i].Domains = append(out[i].Domains, e.Domain)
+		}
+	}
+	return out
+}
+
 // endpoints asks libfabric for the MSG endpoints of provider ("" for all).
 func endpoints(provider string) ([]endpointInfo, error) {
 	l, err := ofi.GetInfo(ofi.Hints{Provider: provider})
@@ -226,7 +261,11 @@ func printInfo(w io.Writer, r *infoResult) {
 	if !r.Default.Available {
 		avail = "NOT available here: netio.Listen and netio.Dial with network \"\" will fail"
 	}
-	fmt.Fprintf(w, "netio picks %s (%s), %s\n\n", r.Default.Provider, r.Default.From, avail)
+	fmt.Fprintf(w, "netio picks %s (%s), %s\n", r.Default.Provider, r.Default.From, avail)
+	if r.Profile != "" {
+		fmt.Fprintf(w, "%s profile in force ($%s): the limits below are those it enforces\n", r.Profile, ofi.ProfileEnv)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "provider\tnetio\tversion\tfabric\tdomain\taddress\tmr_mode\ttx/rx queue\tinject\tmax message")
 	for _, e := range r.Endpoints {
@@ -238,6 +277,12 @@ func printInfo(w io.Writer, r *infoResult) {
 			mrModeString(e.MRMode), e.TxSize, e.RxSize, bytesString(int64(e.InjectSize)), maxMsg)
 	}
 	tw.Flush()
+	if len(r.Domains) > 0 {
+		fmt.Fprintln(w, "\ndomains (-domain, netio.WithDomain):")
+		for _, d := range r.Domains {
+			fmt.Fprintf(w, "  %s: %s\n", d.Provider, strings.Join(d.Domains, ", "))
+		}
+	}
 	if len(r.Support) > 0 {
 		fmt.Fprintln(w, "\nnetio on these providers:")
 		for _, s := range r.Support {

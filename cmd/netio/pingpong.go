@@ -64,7 +64,7 @@ type pingResult struct {
 
 type pingConfig struct {
 	provider, to string
-	key          *keyFile
+	key          *connFlags
 	size         int
 	lim          limits
 	progress     io.Writer
@@ -76,7 +76,7 @@ func pingMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ping", pingUsage, stderr)
 	to := fs.String("to", "", "the pong's address, host:port (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	size := byteSize(64)
 	fs.Var(&size, "size", "`bytes` per ping, e.g. 64, 4KiB, 1MiB")
 	var lim limits
@@ -281,7 +281,7 @@ type pongConn struct {
 
 type pongConfig struct {
 	provider, listen string
-	key              *keyFile
+	key              *connFlags
 	count            int
 	line             io.Writer // a line per connection; nil for none
 	info             io.Writer
@@ -291,7 +291,7 @@ func pongMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("pong", pongUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	count := fs.Int("count", 1, "exit after serving this many connections (0: until Ctrl-C)")
 	asJSON := fs.Bool("json", false, "print the connections as JSON when done instead of a line each")
 	if code, ok := parseFlags(fs, args); !ok {

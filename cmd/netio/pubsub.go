@@ -105,7 +105,7 @@ type pubResult struct {
 
 type pubConfig struct {
 	provider, listen string
-	key              *keyFile
+	key              *connFlags
 	mode             connMode
 	tag              uint64
 	generated        bool
@@ -129,7 +129,7 @@ func pubMain(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	tag := fs.String("tag", "", "the tag to publish under, an unsigned integer (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "the mode subscribers are expected to use, `ll|ht` (each subscriber chooses its own with 'netio sub -mode'; the publisher serves both)")
 	size := byteSize(64)
@@ -560,7 +560,7 @@ func (t *tagsFlag) Set(s string) error {
 
 type subConfig struct {
 	provider, to string
-	key          *keyFile
+	key          *connFlags
 	mode         connMode
 	policy       netio.Policy
 	buffer       int
@@ -568,6 +568,7 @@ type subConfig struct {
 	lim          limits
 	asJSON       bool
 	wait         bool // wait for a publisher that is not up yet
+	extra        []netio.Option
 	out          io.Writer
 	info         io.Writer // subscription lines, gaps, drops
 }
@@ -578,7 +579,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	var tags tagsFlag
 	fs.Var(&tags, "tag", "the tags to subscribe to, `T[,T2...]` (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := new(connMode)
 	fs.Var(mode, "mode", "netio's mode, `ll|ht`: ll is low latency (a message is sent at once, or packed with those queued behind a send in flight), ht high throughput (the publisher batches messages into pages) (default ll)")
 	policy := policyFlag(netio.Block)
@@ -588,6 +589,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 	lim.register(fs, "stop after this many messages (0: no limit)", "stop this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "print each message as a JSON object, and the summary as JSON")
 	wait := fs.Bool("wait", true, "wait for the publisher if it is not up yet (false: fail at once)")
+	obs := registerObserve(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -604,12 +606,17 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	warnProvider(stderr, *provider)
+	extra, stopObs, err := obs.start(stderr)
+	if err != nil {
+		return failed(stderr, "sub", err)
+	}
+	defer stopObs()
 	ctx, stop := interruptible(stderr, "sub")
 	defer stop()
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	res, err := runSub(ctx, subConfig{
 		provider: *provider, to: *to, key: key, mode: *mode, policy: netio.Policy(policy), buffer: *buffer, tags: tags,
-		lim: lim, asJSON: *asJSON, wait: *wait, out: out, info: stderr,
+		lim: lim, asJSON: *asJSON, wait: *wait, out: out, info: stderr, extra: extra,
 	})
 	out.Flush()
 	return report(ctx, stdout, stderr, "sub", *asJSON, res, err, printSub)
@@ -621,6 +628,7 @@ func subMain(args []string, stdout, stderr io.Writer) int {
 func subscribe(ctx context.Context, cfg subConfig) (*netio.Subscription, error) {
 	opts := append(cfg.mode.options(), netio.WithPolicy(cfg.policy))
 	opts = append(opts, cfg.key.options()...)
+	opts = append(opts, cfg.extra...)
 	if cfg.buffer > 0 {
 		opts = append(opts, netio.WithSubscriptionBuffer(cfg.buffer))
 	}

@@ -163,7 +163,7 @@ type sendResult struct {
 
 type sendConfig struct {
 	provider, to string
-	key          *keyFile
+	key          *connFlags
 	mode         connMode
 	size         int
 	lim          limits
@@ -176,7 +176,7 @@ func sendMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", sendUsage, stderr)
 	to := fs.String("to", "", "the receiver's address, host:port (required)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := modeFlag(fs)
 	size := byteSize(1024)
 	fs.Var(&size, "size", "`bytes` per message, e.g. 64, 4KiB, 1MiB (16 or more carry a send time)")
@@ -575,23 +575,25 @@ type oneWayResult struct {
 
 type recvConfig struct {
 	provider, listen string
-	key              *keyFile
+	key              *connFlags
 	mode             connMode
 	lim              limits
 	progress         io.Writer
 	inPlace          bool
 	info             io.Writer // the listening address, connection lines
+	extra            []netio.Option
 }
 
 func recvMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("recv", recvUsage, stderr)
 	listen := fs.String("listen", "", "address to listen on, host:port (required; port 0 picks a free one)")
 	provider := providerFlag(fs)
-	key := keyFlag(fs)
+	key := connFlag(fs)
 	mode := modeFlag(fs)
 	var lim limits
 	lim.register(fs, "stop after this many messages (0: until the sender stops)", "stop this long after the sender connected (0: until the sender stops)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON instead of a table")
+	obs := registerObserve(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -602,12 +604,17 @@ func recvMain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	warnProvider(stderr, *provider)
+	extra, stopObs, err := obs.start(stderr)
+	if err != nil {
+		return failed(stderr, "recv", err)
+	}
+	defer stopObs()
 	ctx, stop := interruptible(stderr, "recv")
 	defer stop()
 	progress, inPlace := progressTo(stderr)
 	res, err := runRecv(ctx, recvConfig{
 		provider: *provider, listen: *listen, key: key, mode: *mode, lim: lim,
-		progress: progress, inPlace: inPlace, info: stderr,
+		progress: progress, inPlace: inPlace, info: stderr, extra: extra,
 	})
 	return report(ctx, stdout, stderr, "recv", *asJSON, res, err, printRecv)
 }
@@ -634,7 +641,8 @@ func acceptOne(ctx context.Context, provider, listen string, info io.Writer, opt
 var errPeerIsPing = errors.New("the peer is a netio ping, which needs a netio pong: netio recv reads the stream of a netio send")
 
 func runRecv(ctx context.Context, cfg recvConfig) (*recvResult, error) {
-	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, append(cfg.mode.options(), cfg.key.options()...)...)
+	opts := append(cfg.mode.options(), cfg.key.options()...)
+	c, err := acceptOne(ctx, cfg.provider, cfg.listen, cfg.info, append(opts, cfg.extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,16 @@ import (
 
 const versionUsage = `usage: netio version [flags]
 
-Prints the version of netio (its module version, or "(devel)" when built
-from a checkout), of the Go toolchain that built it and of the libfabric
-library loaded, with the libfabric API netio was compiled against.
+Prints the version of netio, of the Go toolchain that built it and of the
+libfabric library loaded, with the libfabric API netio was compiled
+against.
+
+netio's releases are tags vX.Y.Z (semantic versioning) on the module
+github.com/netio-go/netio. The version printed is the one Go recorded in
+the binary (runtime/debug.ReadBuildInfo): the tag for 'go install
+github.com/netio-go/netio/cmd/netio@vX.Y.Z', the version of netio a
+program depends on for a program that imports it, and for a build from a
+checkout what the go command made of it (a pseudo-version, or "(devel)").
 `
 
 // versionResult is what netio version prints; -json prints it as it is.

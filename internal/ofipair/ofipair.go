@@ -57,9 +57,10 @@ func New(o Options) (p *Pair, err error) {
 		o.Timeout = 20 * time.Second
 	}
 	p = &Pair{}
+	made := p // p is nil once an error is returned
 	defer func() {
 		if err != nil {
-			p.Close()
+			made.Close()
 		}
 	}()
 	li, err := ofi.GetInfo(ofi.Hints{Provider: o.Provider, Node: "127.0.0.1", Service: "0", Source: true})

@@ -1,0 +1,37 @@
+//go:build cgo && linux
+
+package ofi
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// noInherit marks close-on-exec the descriptors its call opened, also one
+// that reuses the number of the descriptor it lists them with, and leaves
+// alone one that was open before.
+func TestNoInheritMarksNewDescriptors(t *testing.T) {
+	old, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(old)
+	var pair [2]int
+	noInherit(func() { pair, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[0])
+	defer unix.Close(pair[1])
+	cloexec := func(fd int) bool {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		return err == nil && fl&unix.FD_CLOEXEC != 0
+	}
+	if !cloexec(pair[0]) || !cloexec(pair[1]) {
+		t.Errorf("descriptors %v opened in the call are not close-on-exec", pair)
+	}
+	if cloexec(old) {
+		t.Errorf("descriptor %d, open before the call, was changed", old)
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package netio
+
+import "github.com/netio-go/netio/ofi"
+
+func gettid() int { return 0 }
+
+func totalRAM() uint64 { return 0 }
+
+func newEventfd() (int, error) { return -1, ofi.Unsupported() }
+
+// canLockAnyMemory is false: nothing is pinned in this build.
+func canLockAnyMemory() bool { return false }
