@@ -70,6 +70,24 @@ func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h wire.Header, payload [
 	return nil
 }
 
+// inject sends the header h alone from slot with fi_inject, when it is
+// at most inject bytes: the provider copies it in the call and reports no
+// completion, so the slot stays free and the link need not be polled for
+// it. It reports false, having sent nothing, when h does not fit.
+func (c *controlSlots) inject(ep *ofi.Endpoint, slot int, h wire.Header, inject int) (bool, error) {
+	if wire.HeaderSize > inject {
+		return false, nil
+	}
+	h.FragLen = 0
+	wire.PutHeader(c.region.Bytes()[slot*c.size:], h)
+	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: wire.HeaderSize, Token: tokCtl | uint64(slot)}
+	if _, err := ep.PostSendInject(c.region, c.seg[:], inject); err != nil {
+		return false, err
+	}
+	c.sent++
+	return true, nil
+}
+
 // done is slot's send completed.
 func (c *controlSlots) done(slot uint32) {
 	if slot < ctlSlots {

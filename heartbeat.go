@@ -131,7 +131,14 @@ func (l *link) sendHeartbeat() {
 	}
 	give, _ := l.credit.Take(credit.Control)
 	h := wire.Header{Kind: wire.KindHeartbeat, Flags: wire.FlagLast, Credits: give, MsgLen: uint64(hb.timeout / time.Millisecond)}
-	if err := l.res.ctl.post(l.res.ep, slot, h, nil); err != nil {
+	// Injected, a heartbeat has no completion to wait for: the link stays
+	// out of the engine's busy list, which thousands of idle links
+	// beating would otherwise fill for every round of a busy one.
+	injected, err := l.res.ctl.inject(l.res.ep, slot, h, l.sizes.inject)
+	if err == nil && !injected {
+		err = l.res.ctl.post(l.res.ep, slot, h, nil)
+	}
+	if err != nil {
 		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -139,7 +146,9 @@ func (l *link) sendHeartbeat() {
 		return
 	}
 	hb.pending = false
-	l.eng.markDirty(l)
+	if !injected {
+		l.eng.markDirty(l)
+	}
 }
 
 // beat is one scan of l at now: gap is how long since the scan before,
