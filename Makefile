@@ -42,6 +42,7 @@ test: deps
 	wait $$pid; profiled=$$?; \
 	echo "NETIO_PROFILE=verbs go test -race -count=1 -timeout 15m ."; cat $$verbs; rm -f $$verbs; \
 	[ $$plain -eq 0 ] && [ $$profiled -eq 0 ]
+	go test -count=1 -run 'Allocs$$' .
 	NETIO_TEST_PROVIDER=sockets go test -race -count=1 -timeout 10m -run '$(SOCKETS_TESTS)' .
 	go run ./cmd/netio demo -provider sockets -duration 1s
 	$(MAKE) --no-print-directory test-portable
