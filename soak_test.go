@@ -160,7 +160,7 @@ func checkFlat(t *testing.T, warm time.Duration, s []soakSample) {
 		return
 	}
 	quarters := func(f func(soakSample) uint64) (uint64, uint64) {
-		return median(after[:q], f), median(after[len(after)-q:], f)
+		return soakMedian(after[:q], f), soakMedian(after[len(after)-q:], f)
 	}
 	held := func(x soakSample) uint64 { return x.goSys + x.cHeap }
 	first, last := quarters(held)
@@ -176,7 +176,7 @@ func checkFlat(t *testing.T, warm time.Duration, s []soakSample) {
 	}
 }
 
-func median(s []soakSample, f func(soakSample) uint64) uint64 {
+func soakMedian(s []soakSample, f func(soakSample) uint64) uint64 {
 	v := make([]uint64, len(s))
 	for i, x := range s {
 		v[i] = f(x)
