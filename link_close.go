@@ -114,11 +114,13 @@ func (l *link) closeNow() {
 }
 
 // continueClose sends FIN once everything written is posted, and finishes
-// once every send has completed, so fi_shutdown loses nothing.
+// once every send has completed, so fi_shutdown loses nothing. It runs
+// from service, which a completion loop calls: the finish waits for the
+// loop's end.
 func (l *link) continueClose() {
 	l.sendFin()
 	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {
-		l.finishClose()
+		l.afterLoop(endClose)
 	}
 }
 
