@@ -279,7 +279,7 @@ func subscribe(t testing.TB, p *netio.Publisher, tags []uint64, opts ...netio.Op
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
-	s, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), tags, opts...)
+	s, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), tags, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
