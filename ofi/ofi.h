@@ -124,21 +124,29 @@ static inline ssize_t netio_eq_readerr(struct fid_eq *eq, uint64_t *ctx, /* the 
 	return n;
 }
 
+// netio_cq_readerr_entry reads one error entry of cq into e, with the
+// provider's text for it in msg.
+static inline ssize_t netio_cq_readerr_entry(struct fid_cq *cq, struct fi_cq_err_entry *e, char *msg, size_t msglen) {
+	memset(e, 0, sizeof *e);
+	ssize_t n = fi_cq_readerr(cq, e, 0);
+	if (n < 0) return n;
+	msg[0] = 0;
+	if (e->prov_errno) {
+		const char *s = fi_cq_strerror(cq, e->prov_errno, e->err_data, NULL, 0);
+		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
+	}
+	return n;
+}
+
 static inline ssize_t netio_cq_readerr(struct fid_cq *cq, uint64_t *ctx, uint64_t *flags, uint64_t *len, int *err, int *prov_errno, char *msg, size_t msglen) {
 	struct fi_cq_err_entry e;
-	memset(&e, 0, sizeof e);
-	ssize_t n = fi_cq_readerr(cq, &e, 0);
+	ssize_t n = netio_cq_readerr_entry(cq, &e, msg, msglen);
 	if (n < 0) return n;
 	*ctx = (uint64_t)(uintptr_t)e.op_context;
 	*flags = e.flags;
 	*len = e.len;
 	*err = e.err;
 	*prov_errno = e.prov_errno;
-	msg[0] = 0;
-	if (e.prov_errno) {
-		const char *s = fi_cq_strerror(cq, e.prov_errno, e.err_data, NULL, 0);
-		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
-	}
 	return n;
 }
 

@@ -207,8 +207,7 @@ static inline ssize_t netio_rdm_cq_read(struct fid_cq *cq, netio_arena *a, struc
 
 static inline ssize_t netio_rdm_cq_readerr(struct fid_cq *cq, netio_arena *a, uint64_t *token, uint64_t *flags, uint64_t *len, uint64_t *tag, int *err, int *prov_errno, char *msg, size_t msglen) {
 	struct fi_cq_err_entry e;
-	memset(&e, 0, sizeof e);
-	ssize_t n = fi_cq_readerr(cq, &e, 0);
+	ssize_t n = netio_cq_readerr_entry(cq, &e, msg, msglen);
 	if (n < 0) return n;
 	*token = netio_slot_release(a, e.op_context);
 	*flags = e.flags;
@@ -216,11 +215,6 @@ static inline ssize_t netio_rdm_cq_readerr(struct fid_cq *cq, netio_arena *a, ui
 	*tag = e.tag;
 	*err = e.err;
 	*prov_errno = e.prov_errno;
-	msg[0] = 0;
-	if (e.prov_errno) {
-		const char *s = fi_cq_strerror(cq, e.prov_errno, e.err_data, NULL, 0);
-		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
-	}
 	return n;
 }
 
