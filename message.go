@@ -235,6 +235,12 @@ func (a *arena) take() *chunk {
 	return c
 }
 
+// isBack reports whether message idx of the chunk's generation gen has
+// been released. Any goroutine.
+func (c *chunk) isBack(gen, idx uint32) bool {
+	return c.gen.Load() != gen || c.back[idx>>6].Load()&(uint64(1)<<(idx&63)) != 0
+}
+
 // releaseMessage is the Release of message idx of generation gen. Any
 // goroutine.
 func (c *chunk) releaseMessage(gen, idx uint32) {

@@ -86,6 +86,12 @@ func (l *lending) release(slot int32, gen, n uint32) bool {
 	return old|mask == ^uint64(0)
 }
 
+// isBack reports whether message n of slot, of generation gen, has been
+// released. Any goroutine.
+func (l *lending) isBack(slot int32, gen, n uint32) bool {
+	return l.gens[slot].Load() != gen || l.bits[int(slot)*l.words+int(n>>6)].Load()&(uint64(1)<<(n&63)) != 0
+}
+
 // left is the reader ending its visit to slot, in which it handed out n
 // messages. It records n, so that whoever hands the buffer back knows
 // which bits to clear, fills the last word's bits beyond n, and returns

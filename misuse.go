@@ -40,18 +40,6 @@ func (m Message) released() bool {
 	return (*spareBuf)(m.own).gen.Load() != m.gen
 }
 
-// isBack reports whether message n of slot, of generation gen, has been
-// released. Any goroutine.
-func (l *lending) isBack(slot int32, gen, n uint32) bool {
-	return l.gens[slot].Load() != gen || l.bits[int(slot)*l.words+int(n>>6)].Load()&(uint64(1)<<(n&63)) != 0
-}
-
-// isBack reports whether message idx of the chunk's generation gen has
-// been released. Any goroutine.
-func (c *chunk) isBack(gen, idx uint32) bool {
-	return c.gen.Load() != gen || c.back[idx>>6].Load()&(uint64(1)<<(idx&63)) != 0
-}
-
 // settable is nil when c's deadlines may be set: c was made by Dial or
 // Accept and is not closed (net's conns fail then with ErrClosed too).
 func (c *Conn) settable() error {
