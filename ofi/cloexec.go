@@ -20,11 +20,13 @@ import (
 // before the call until the new descriptors are marked close-on-exec, so
 // no child can be forked in between.
 //
-// The new descriptors are found by listing the process's descriptors
-// before and after the call (/proc/self/fd): those that appeared and lack
-// close-on-exec are libfabric's (Go opens all of its own with it).
-// Descriptors that were there before are never touched, even without
-// close-on-exec: the caller may mean a child to inherit them. The calls
+// The descriptors to mark are found by listing the process's descriptors
+// before and after the call (/proc/self/fd): after it, every descriptor
+// without close-on-exec is libfabric's (Go opens all of its own with it),
+// except those that were already without it before the call, which are
+// never touched: the caller may mean a child to inherit them. Comparing
+// numbers alone is not enough: another goroutine may close a descriptor
+// during the call and libfabric reuse its number. The calls
 // are those that open fabrics, domains, queues and endpoints, connect and
 // accept, and the reads of a listening queue that may accept a socket;
 // none is on the path of a message.
@@ -104,6 +106,23 @@ func parseFDs(b []byte, s *fdSet) {
 
 var fdSets = sync.Pool{New: func() any { return new(fdSet) }}
 
+// inheritable lists into s the open descriptors without close-on-exec;
+// false if they cannot be listed.
+func inheritable(s *fdSet) bool {
+	if !openFDs(s) {
+		return false
+	}
+	for i, w := range s.words {
+		for ; w != 0; w &= w - 1 {
+			fd := i*64 + bits.TrailingZeros64(w)
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
+				s.remove(fd)
+			}
+		}
+	}
+	return true
+}
+
 // noInherit runs call, which may open descriptors, with fork held off,
 // and marks the descriptors it opened close-on-exec.
 func noInherit(call func()) {
@@ -111,14 +130,14 @@ func noInherit(call func()) {
 	defer syscall.ForkLock.RUnlock()
 	before := fdSets.Get().(*fdSet)
 	defer fdSets.Put(before)
-	listed := openFDs(before)
+	listed := inheritable(before)
 	call()
 	if !listed {
 		return
 	}
 	after := fdSets.Get().(*fdSet)
 	defer fdSets.Put(after)
-	if !openFDs(after) {
+	if !inheritable(after) {
 		return
 	}
 	for i, w := range after.words {

@@ -35,3 +35,29 @@ func TestNoInheritMarksNewDescriptors(t *testing.T) {
 		t.Errorf("descriptor %d, open before the call, was changed", old)
 	}
 }
+
+// A descriptor another goroutine closes during the call, whose number
+// libfabric then reuses, is marked too: the number was open before the
+// call, but not this descriptor.
+func TestNoInheritMarksReusedNumber(t *testing.T) {
+	goFD, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reused int
+	noInherit(func() {
+		unix.Close(goFD)
+		reused, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(reused)
+	if reused != goFD {
+		t.Skipf("the kernel gave number %d, not the closed %d", reused, goFD)
+	}
+	fl, err := unix.FcntlInt(uintptr(reused), unix.F_GETFD, 0)
+	if err != nil || fl&unix.FD_CLOEXEC == 0 {
+		t.Errorf("descriptor %d, opened in the call under a number closed in it, is not close-on-exec", reused)
+	}
+}
