@@ -107,13 +107,22 @@ func (r *Reactor) AddPoller(p Poller) error {
 	if p == nil {
 		return errors.New("reactor: nil Poller")
 	}
-	return r.Call(func() {
+	var err error
+	if cerr := r.Call(func() {
+		if _, blind := p.(BlindPoller); blind {
+			if err = r.openBlind(); err != nil {
+				return
+			}
+		}
 		// Copy on write: an iteration in progress keeps indexing a
 		// consistent slice.
 		ps := make([]Poller, len(r.pollers), len(r.pollers)+1)
 		copy(ps, r.pollers)
 		r.pollers = append(ps, p)
-	})
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // RemovePoller removes p (the first occurrence, if it was added more than

@@ -97,6 +97,12 @@ type Config struct {
 	// DefaultQueueSize; a negative value is an error.
 	QueueSize int
 
+	// IdlePoll is the longest the loop sleeps while a BlindPoller has
+	// sources no descriptor reports (blind.go): the most an idle blind
+	// source's first event waits, and the period of an idle loop's
+	// wake-ups. Zero means DefaultIdlePoll; a negative value is an error.
+	IdlePoll time.Duration
+
 	// OnInit, if not nil, runs once on the reactor thread before any other
 	// event or task. It receives the reactor because New may not have
 	// returned yet when it runs. Nil means no initialisation hook.
@@ -205,6 +211,7 @@ type Reactor struct {
 	free    []int32
 	fdSlot  map[int]int32
 	pollers []Poller
+	blind   blindSleep
 	scratch [8]byte
 	epoch   time.Time
 
@@ -249,6 +256,12 @@ func New(cfg *Config) (*Reactor, error) {
 	case c.QueueSize < 0 || c.QueueSize > maxQueueSize:
 		return nil, errors.New("reactor: QueueSize out of range")
 	}
+	switch {
+	case c.IdlePoll == 0:
+		c.IdlePoll = DefaultIdlePoll
+	case c.IdlePoll < 0:
+		return nil, errors.New("reactor: negative IdlePoll")
+	}
 	size := 2
 	for size < c.QueueSize {
 		size <<= 1
@@ -285,6 +298,7 @@ func New(cfg *Config) (*Reactor, error) {
 		fdSlot:     make(map[int]int32),
 		owned:      make(map[*fdObj]struct{}),
 		epoch:      time.Now(),
+		blind:      blindSleep{fd: -1, limit: c.IdlePoll},
 	}
 	if runtime.GOMAXPROCS(0) < 2 {
 		if r.park, err = newParkedWait(r); err != nil {
@@ -324,6 +338,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		}
 		if active {
 			idleSince = -1
+			r.resetBlind()
 			continue
 		}
 		if r.spin > 0 {
@@ -351,6 +366,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			continue
 		}
 		r.stats.sleeps.Add(1)
+		timed := r.armBlind()
 		r.inWait.Store(true)
 		var n int
 		if r.park != nil {
@@ -362,7 +378,15 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
 		r.dispatch(n)
-		r.poll()
+		worked := r.poll()
+		if timed {
+			r.afterBlind(worked || r.pending())
+			if !worked {
+				// Woken by the timer alone: sleep again at once
+				// (with a longer timer), without a spin.
+				continue
+			}
+		}
 		idleSince = -1
 	}
 }
@@ -425,6 +449,10 @@ func (r *Reactor) dispatch(n int) {
 		s := ev.Fd
 		if s == bellSlot {
 			unix.Read(r.bellfd, r.scratch[:]) // reset; EAGAIN is fine
+			continue
+		}
+		if s == idleSlot {
+			r.blindFired()
 			continue
 		}
 		if int(s) >= len(r.slots) {
@@ -707,6 +735,9 @@ func (r *Reactor) cleanup() {
 	unix.Close(r.bellfd)
 	r.bellMu.Unlock()
 	unix.Close(r.epfd)
+	if r.blind.fd >= 0 {
+		unix.Close(r.blind.fd)
+	}
 	if r.park != nil {
 		r.park.close()
 	}
