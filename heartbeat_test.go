@@ -406,9 +406,9 @@ func TestHeartbeatStoppedSubscriber(t *testing.T) {
 				buf := make([]byte, 64)
 				i := 0
 				defer func() { published <- i }()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*hangTimeout)
-				defer cancel()
+				ctx, progress := stallContext(t)
 				for ; ; i++ {
+					progress()
 					select {
 					case <-stop:
 						p.Flush()

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -97,6 +98,37 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(100 * time.Microsecond) // polling pace
 	}
+}
+
+// stallContext returns a context that is cancelled once progress has not
+// been called for hangTimeout: a guard against a hang for a long run (a
+// million messages), which a deadline for the whole run is not: that
+// fails a run that is only slow on a loaded machine.
+func stallContext(t testing.TB) (ctx context.Context, progress func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(hangTimeout / 4)
+		defer tick.Stop()
+		last, since := n.Load(), time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if v := n.Load(); v != last {
+					last, since = v, now
+				} else if now.Sub(since) >= hangTimeout {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx, func() { n.Add(1) }
 }
 
 // pair returns a connected client and server.

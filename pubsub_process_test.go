@@ -275,14 +275,14 @@ func TestPubSubEightSubscribersLossless(t *testing.T) {
 // each tag's in sequence, and flushes.
 func publishRange(t *testing.T, p *netio.Publisher, tags, from, to int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*hangTimeout)
-	defer cancel()
+	ctx, progress := stallContext(t)
 	buf := make([]byte, 64)
 	for i := from; i < to; i++ {
 		tag := uint64(i % tags)
 		if err := p.Publish(ctx, tag, psMessage(buf, tag, uint64(i/tags))); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
+		progress()
 	}
 	if err := p.Flush(); err != nil {
 		t.Fatal(err)
