@@ -76,6 +76,7 @@ import (
 
 	"github.com/netio-go/netio/internal/budget"
 	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
 	"github.com/netio-go/netio/reactor"
 )
 
@@ -326,3 +327,10 @@ func SetMaxRegisteredMemory(n int64) int64 {
 // RegisteredMemory returns how many bytes the process's connections have
 // registered now.
 func RegisteredMemory() int64 { return registered.Used() }
+
+// checkLockedMemory checks, before set-up, that a connection of cfg on
+// info's provider can pin its buffers, one window each way, under the
+// process's locked-memory limit.
+func checkLockedMemory(info *ofi.Info, cfg *Config) error {
+	return registered.CheckLockedMemory(info.Provider(), info.PinsMemory(), 2*int64(cfg.BufferSize)*int64(cfg.Window))
+}

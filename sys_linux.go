@@ -8,14 +8,3 @@ import "golang.org/x/sys/unix"
 func gettid() int { return unix.Gettid() }
 
 func newEventfd() (int, error) { return unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC) }
-
-// canLockAnyMemory reports whether the process holds CAP_IPC_LOCK, with
-// which the kernel pins without bound.
-func canLockAnyMemory() bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[unix.CAP_IPC_LOCK/32].Effective&(1<<(unix.CAP_IPC_LOCK%32)) != 0
-}

@@ -7,6 +7,3 @@ import "github.com/netio-go/netio/ofi"
 func gettid() int { return 0 }
 
 func newEventfd() (int, error) { return -1, ofi.Unsupported() }
-
-// canLockAnyMemory is false: nothing is pinned in this build.
-func canLockAnyMemory() bool { return false }
