@@ -6,5 +6,3 @@ import "golang.org/x/sys/unix"
 // elsewhere (sys_other.go), where netio's entry points fail instead.
 
 func gettid() int { return unix.Gettid() }
-
-func newEventfd() (int, error) { return unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC) }
