@@ -1,5 +1,0 @@
-//go:build !linux
-
-package netio
-
-func gettid() int { return 0 }
