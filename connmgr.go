@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netio-go/netio/internal/osthread"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 	"github.com/netio-go/netio/reactor"
@@ -67,7 +68,7 @@ func newConnManager(e *engine) (*connManager, error) {
 		// The loop's goroutine is locked to this thread for its life. On
 		// Linux the nice value is the thread's; raising it needs no
 		// privilege, and a failure only leaves it at the process's.
-		unix.Setpriority(unix.PRIO_PROCESS, gettid(), connManagerNice)
+		unix.Setpriority(unix.PRIO_PROCESS, osthread.ID(), connManagerNice)
 	}})
 	if err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package netio
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/netio-go/netio/internal/doorbell"
 	"github.com/netio-go/netio/internal/ring"
 	"github.com/netio-go/netio/internal/wire"
 )
@@ -83,3 +85,17 @@ func (q *recvQueue) giveBack(slot uint32) bool {
 	q.freeMu.Unlock()
 	return n >= q.kickAt || q.urgent.Load()
 }
+
+// waker is a queue's doorbell (internal/doorbell): the reactor rings it to
+// wake the goroutine that waits on the queue. The conversion costs nothing.
+type waker doorbell.Bell
+
+func newWaker() (*waker, error) {
+	b, err := doorbell.New()
+	return (*waker)(b), err
+}
+
+func (w *waker) wake()                   { (*doorbell.Bell)(w).Ring() }
+func (w *waker) wait() error             { return (*doorbell.Bell)(w).Wait() }
+func (w *waker) setDeadline(t time.Time) { (*doorbell.Bell)(w).SetDeadline(t) }
+func (w *waker) close()                  { (*doorbell.Bell)(w).Close() }

@@ -12,7 +12,7 @@ import (
 //
 // epoll_wait(-1) is a system call that keeps the only P attached to the
 // sleeping reactor thread: the goroutine the reactor has just woken (a
-// reader parked on its eventfd, waker.go) runs only once sysmon takes the P
+// reader parked on its eventfd, internal/doorbell) runs only once sysmon takes the P
 // back, which made a 64 B round trip in one process 30 times slower than
 // net.TCPConn's (docs/decisions/2026-11-23-parked-wait.md).
 // Instead the loop waits for its epoll descriptor in Go's network poller,

@@ -1,13 +1,15 @@
-package netio
+package budget
 
 import "golang.org/x/sys/unix"
 
-// The Linux calls of the root package, kept here so that it also compiles
-// elsewhere (sys_other.go), where netio's entry points fail instead.
-
-func gettid() int { return unix.Gettid() }
-
-func newEventfd() (int, error) { return unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC) }
+// totalRAM is the physical memory in bytes, or 0 where sysinfo does not say.
+func totalRAM() uint64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(max(si.Unit, 1))
+}
 
 // canLockAnyMemory reports whether the process holds CAP_IPC_LOCK, with
 // which the kernel pins without bound.

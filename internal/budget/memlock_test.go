@@ -1,4 +1,4 @@
-package netio
+package budget
 
 import (
 	"errors"
@@ -14,8 +14,8 @@ func TestLockedMemoryError(t *testing.T) {
 		t.Errorf("8 MiB under an 8 MiB limit: %v", err)
 	}
 	err := lockedMemoryError("verbs", 16<<20, 1<<20, 1<<30, 8<<20)
-	if !errors.Is(err, ErrMemoryLimit) {
-		t.Fatalf("16 MiB under an 8 MiB limit: %v, want ErrMemoryLimit", err)
+	if !errors.Is(err, ErrLimit) {
+		t.Fatalf("16 MiB under an 8 MiB limit: %v, want ErrLimit", err)
 	}
 	for _, want := range []string{"verbs", "16777216 bytes", "1048576 registered", "8388608 bytes (RLIMIT_MEMLOCK)", "ulimit -l", "1073741824 bytes (SetMaxRegisteredMemory)"} {
 		if !strings.Contains(err.Error(), want) {

@@ -1,4 +1,4 @@
-package netio
+package turn
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestTurnExcludes(t *testing.T) {
-	var tn turn
+	var tn Turn
 	var inside, most int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -16,7 +16,7 @@ func TestTurnExcludes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
-				if !tn.lock(nil) {
+				if !tn.Lock(nil) {
 					t.Error("lock without a done channel gave up")
 					return
 				}
@@ -27,7 +27,7 @@ func TestTurnExcludes(t *testing.T) {
 				mu.Lock()
 				inside--
 				mu.Unlock()
-				tn.unlock()
+				tn.Unlock()
 			}
 		}()
 	}
@@ -43,21 +43,21 @@ func TestTurnExcludes(t *testing.T) {
 // A waiter whose context ends leaves the line without the turn, and the
 // turn still goes round.
 func TestTurnGiveUp(t *testing.T) {
-	var tn turn
-	tn.lock(nil)
+	var tn Turn
+	tn.Lock(nil)
 	done := make(chan struct{})
 	gaveUp := make(chan bool)
-	go func() { gaveUp <- tn.lock(done) }()
+	go func() { gaveUp <- tn.Lock(done) }()
 	waitQueued(t, &tn, 1)
 	close(done)
 	if <-gaveUp {
 		t.Fatal("a waiter whose done closed got the turn")
 	}
-	tn.unlock()
-	if !tn.lock(nil) {
+	tn.Unlock()
+	if !tn.Lock(nil) {
 		t.Fatal("the turn did not come back")
 	}
-	tn.unlock()
+	tn.Unlock()
 	if s := tn.state.Load(); s != 0 {
 		t.Fatalf("state %d after all", s)
 	}
@@ -66,21 +66,21 @@ func TestTurnGiveUp(t *testing.T) {
 // A turn given back while others wait goes to the first of them, not to a
 // holder that asks again at once.
 func TestTurnHandsOverInOrder(t *testing.T) {
-	var tn turn
-	tn.lock(nil)
+	var tn Turn
+	tn.Lock(nil)
 	got := make(chan int, 3)
 	for i := 1; i <= 2; i++ {
 		go func() {
-			tn.lock(nil)
+			tn.Lock(nil)
 			got <- i
-			tn.unlock()
+			tn.Unlock()
 		}()
 		waitQueued(t, &tn, i)
 	}
-	tn.unlock()
-	tn.lock(nil) // in line behind the two
+	tn.Unlock()
+	tn.Lock(nil) // in line behind the two
 	got <- 0
-	tn.unlock()
+	tn.Unlock()
 	if a, b, c := <-got, <-got, <-got; a != 1 || b != 2 || c != 0 {
 		t.Fatalf("served %d, %d, %d; want the waiters 1 and 2, then the holder that asked again (0)", a, b, c)
 	}
@@ -88,7 +88,7 @@ func TestTurnHandsOverInOrder(t *testing.T) {
 
 // waitQueued polls until n goroutines wait in line: the turn has no event
 // for a waiter joining it.
-func waitQueued(t *testing.T, tn *turn, n int) {
+func waitQueued(t *testing.T, tn *Turn, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Microsecond) { // polling pace
 		tl := tn.waitLine()

@@ -1,6 +1,9 @@
-package netio
+// Package tagseq is one tag's sequence as a subscriber receives it: which
+// message is next, and which are missing, from the messages, the
+// publisher's acknowledgements and its farewell.
+package tagseq
 
-// tagSeq is one tag's sequence as a subscriber's connection receives it:
+// Seq is one tag's sequence as a subscriber's connection receives it:
 // which message comes next, what the publisher's acknowledgements and
 // farewell said, and so what is missing. It does no I/O and takes no
 // lock: the connection's dispatcher owns it, and feeds it the messages
@@ -8,7 +11,7 @@ package netio
 //
 // A gap is reported as first and n: messages first to first+n-1 of the
 // tag did not arrive.
-type tagSeq struct {
+type Seq struct {
 	next  uint64 // the sequence number expected next, when known
 	ack   uint64 // the newest acknowledgement's next sequence number
 	known bool
@@ -20,28 +23,28 @@ type tagSeq struct {
 	awaiting bool
 }
 
-// newTagSeq is a tag just subscribed on the connection.
-func newTagSeq() tagSeq { return tagSeq{awaiting: true} }
+// New is a tag just subscribed on the connection.
+func New() Seq { return Seq{awaiting: true} }
 
-// onAck takes an acknowledgement: the publisher's next message of the tag
+// OnAck takes an acknowledgement: the publisher's next message of the tag
 // is next. Until a message says otherwise, that is where the sequence
 // stands.
-func (t *tagSeq) onAck(next uint64) {
+func (t *Seq) OnAck(next uint64) {
 	t.ack, t.acked = next, true
 	if !t.known {
 		t.next, t.known = next, true
 	}
 }
 
-// pastAck reports whether seq comes at or after the newest
+// PastAck reports whether seq comes at or after the newest
 // acknowledgement; false before any.
-func (t *tagSeq) pastAck(seq uint64) bool { return t.acked && seq >= t.ack }
+func (t *Seq) PastAck(seq uint64) bool { return t.acked && seq >= t.ack }
 
-// take decides about message seq: whether it belongs to the
+// Take decides about message seq: whether it belongs to the
 // subscription, and which messages before it are missing.
-func (t *tagSeq) take(seq uint64) (ok bool, first, n uint64) {
+func (t *Seq) Take(seq uint64) (ok bool, first, n uint64) {
 	if t.awaiting {
-		if !t.pastAck(seq) {
+		if !t.PastAck(seq) {
 			return false, 0, 0
 		}
 		t.awaiting = false
@@ -53,9 +56,9 @@ func (t *tagSeq) take(seq uint64) (ok bool, first, n uint64) {
 	return true, first, n
 }
 
-// final takes the publisher's farewell, read once every message before it
+// Final takes the publisher's farewell, read once every message before it
 // was taken: the tag's next message would have been next.
-func (t *tagSeq) final(next uint64) (first, n uint64) {
+func (t *Seq) Final(next uint64) (first, n uint64) {
 	if t.known && next > t.next {
 		first, n = t.next, next-t.next
 		t.next = next
@@ -63,17 +66,17 @@ func (t *tagSeq) final(next uint64) (first, n uint64) {
 	return first, n
 }
 
-// expectAck forgets the acknowledgement of a link that is gone: the tag is
+// ExpectAck forgets the acknowledgement of a link that is gone: the tag is
 // being subscribed again on a new one.
-func (t *tagSeq) expectAck() { t.acked = false }
+func (t *Seq) ExpectAck() { t.acked = false }
 
-// relinked reconciles the sequence with the new link's acknowledgement
+// Relinked reconciles the sequence with the new link's acknowledgement
 // (onAck came). When the publisher restarted, its sequences began again:
 // what it published before the acknowledgement is missing (and what the
 // old one published after the last message received, which the caller
 // accounts for); otherwise what lies between the last message and the
 // acknowledgement is.
-func (t *tagSeq) relinked(restarted bool) (first, n uint64) {
+func (t *Seq) Relinked(restarted bool) (first, n uint64) {
 	if !t.acked {
 		return 0, 0
 	}

@@ -1,11 +1,14 @@
-package netio
+// Package turn is a tag's place in line at a publisher: a lock that is
+// handed to its waiters in the order they came, and that a waiter may give
+// up waiting for.
+package turn
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// turn is a tag's place in line at a publisher: the Publish that holds it
+// Turn is a tag's place in line at a publisher: the Publish that holds it
 // numbers the tag's next message and hands it to the tag's subscribers, so
 // that each gets the tag's messages in sequence order. It is held across
 // a wait for a Block subscriber that has fallen behind, and only a Publish
@@ -17,7 +20,7 @@ import (
 // ended), and a turn given back while others wait goes to the first of
 // them, not to whoever asks next: a tag published in a tight loop would
 // otherwise starve a subscriber that asks to join it.
-type turn struct {
+type Turn struct {
 	state atomic.Uint32 // turnHeld, with turnQueued while anyone waits
 	line  atomic.Pointer[turnLine]
 }
@@ -30,7 +33,7 @@ type turnLine struct {
 }
 
 // waitLine returns t's line, made on first use.
-func (t *turn) waitLine() *turnLine {
+func (t *Turn) waitLine() *turnLine {
 	if l := t.line.Load(); l != nil {
 		return l
 	}
@@ -47,16 +50,16 @@ const (
 // handed to it.
 type turnWaiter struct{ ready chan struct{} }
 
-// lock takes the turn, waiting in line if it is held, and reports false
+// Lock takes the turn, waiting in line if it is held, and reports false
 // (not holding it) if done is closed first. A nil done waits for ever.
-func (t *turn) lock(done <-chan struct{}) bool {
+func (t *Turn) Lock(done <-chan struct{}) bool {
 	if t.state.CompareAndSwap(0, turnHeld) {
 		return true
 	}
 	return t.lockSlow(done)
 }
 
-func (t *turn) lockSlow(done <-chan struct{}) bool {
+func (t *Turn) lockSlow(done <-chan struct{}) bool {
 	tl := t.waitLine()
 	tl.mu.Lock()
 	for {
@@ -93,12 +96,12 @@ func (t *turn) lockSlow(done <-chan struct{}) bool {
 	}
 	tl.mu.Unlock()
 	// Handed over while giving up: pass it on.
-	t.unlock()
+	t.Unlock()
 	return false
 }
 
-// unlock gives the turn back, to the first waiter if any.
-func (t *turn) unlock() {
+// Unlock gives the turn back, to the first waiter if any.
+func (t *Turn) Unlock() {
 	if t.state.CompareAndSwap(turnHeld, 0) {
 		return
 	}

@@ -1,4 +1,4 @@
-package netio
+package tagseq
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 )
 
 // A tag's sequence bookkeeping, driven step by step as the dispatcher
-// drives it: messages (take), acknowledgements, a farewell, a new link.
+// drives it: messages (Take), acknowledgements, a farewell, a new link.
 func TestTagSeq(t *testing.T) {
 	type step struct {
 		op   string // "take", "ack", "final", "expect", "relink", "relink-restarted"
@@ -69,13 +69,13 @@ func TestTagSeq(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newTagSeq()
+			ts := New()
 			var got, want []string
 			for _, s := range tc.steps {
 				var out string
 				switch s.op {
 				case "take":
-					ok, first, n := ts.take(s.n)
+					ok, first, n := ts.Take(s.n)
 					switch {
 					case !ok:
 						out = "skip"
@@ -85,14 +85,14 @@ func TestTagSeq(t *testing.T) {
 						out = "ok"
 					}
 				case "ack":
-					ts.onAck(s.n)
+					ts.OnAck(s.n)
 				case "final":
-					first, n := ts.final(s.n)
+					first, n := ts.Final(s.n)
 					out = fmt.Sprintf("gap %d+%d", first, n)
 				case "expect":
-					ts.expectAck()
+					ts.ExpectAck()
 				case "relink", "relink-restarted":
-					first, n := ts.relinked(s.op == "relink-restarted")
+					first, n := ts.Relinked(s.op == "relink-restarted")
 					out = fmt.Sprintf("gap %d+%d", first, n)
 				}
 				got = append(got, s.op+" "+fmt.Sprint(s.n)+": "+out)

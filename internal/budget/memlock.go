@@ -1,11 +1,9 @@
-package netio
+package budget
 
 import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/netio-go/netio/ofi"
 )
 
 // On providers that pin registered memory (verbs, and any that asks for
@@ -15,18 +13,19 @@ import (
 // connection's buffers against the limit up front instead, with an error
 // that says what to change.
 
-// checkLockedMemory checks that a connection of cfg on info's provider
-// can pin its buffers.
-func checkLockedMemory(info *ofi.Info, cfg *Config) error {
-	if !info.PinsMemory() || canLockAnyMemory() {
+// CheckLockedMemory checks that a connection that registers need bytes on
+// provider can pin them, next to what b holds registered already: nil when
+// the provider does not pin (pins false), the process may pin without
+// bound, or the limit has room.
+func (b *Budget) CheckLockedMemory(provider string, pins bool, need int64) error {
+	if !pins || canLockAnyMemory() {
 		return nil
 	}
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
 		return nil
 	}
-	need := 2 * int64(cfg.BufferSize) * int64(cfg.Window)
-	return lockedMemoryError(info.Provider(), need, RegisteredMemory(), registered.Limit(), lim.Cur)
+	return lockedMemoryError(provider, need, b.Used(), b.Limit(), lim.Cur)
 }
 
 // lockedMemoryError is the error of a connection that registers need
@@ -42,5 +41,5 @@ func lockedMemoryError(provider string, need, registered, budget int64, limit ui
 		"do not fit the locked-memory limit of %d bytes (RLIMIT_MEMLOCK): raise it (ulimit -l unlimited, or memlock in "+
 		"/etc/security/limits.conf), or make the buffers smaller (Config.BufferSize, Config.Window); "+
 		"the process's registered-memory budget is %d bytes (SetMaxRegisteredMemory), keep it within the limit",
-		ErrMemoryLimit, provider, need, registered, limit, budget)
+		ErrLimit, provider, need, registered, limit, budget)
 }
