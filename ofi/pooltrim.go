@@ -92,15 +92,15 @@ import "sync/atomic"
 // costs memory, not correctness.
 const poolChunk = 32
 
-// trimmedPools counts the pools trimmed, for tests.
+// trimmedPools counts the pools trimmed.
 var trimmedPools atomic.Uint64
 
 // TrimmedPools reports how many of the provider's transfer pools netio
 // has trimmed since the process started.
 func TrimmedPools() uint64 { return trimmedPools.Load() }
 
-// trimsPools reports whether the objects of domain info d are the 1.17
-// tcp provider's, whose pools netio trims.
+// trimsPools reports whether objects opened from info are the 1.17 tcp
+// provider's, whose pools netio trims.
 func trimsPools(info *Info) bool {
 	v := LibraryVersion()
 	return info.Provider() == "tcp" && v.Major() == 1 && v.Minor() == 17
