@@ -27,15 +27,21 @@ import (
 // ns/op and allocs/op should not move with the count. Each row after the
 // first also reports what the idle connections added to the process's
 // resident memory, per connection side (both ends live in this process).
-func BenchmarkRoundTripIdle(b *testing.B) {
+func BenchmarkRoundTripIdle(b *testing.B) { roundTripIdle(b, netio.LowLatency) }
+
+// BenchmarkRoundTripIdleHighThroughput is BenchmarkRoundTripIdle with
+// HighThroughput idle connections (the busy one stays LowLatency).
+func BenchmarkRoundTripIdleHighThroughput(b *testing.B) { roundTripIdle(b, netio.HighThroughput) }
+
+func roundTripIdle(b *testing.B, mode netio.Mode) {
 	idle := &idleSet{}
 	b.Cleanup(idle.close)
-	// A LowLatency connection side reserves its window of buffers against
-	// the process's registered-memory budget (virtual: an idle one touches
+	// A connection side reserves its window of buffers against the
+	// process's registered-memory budget (virtual: an idle one touches
 	// little of it); 2,000 sides are past the default budget.
 	old := netio.SetMaxRegisteredMemory(1 << 40)
 	b.Cleanup(func() { netio.SetMaxRegisteredMemory(old) })
-	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(mode))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +55,7 @@ func BenchmarkRoundTripIdle(b *testing.B) {
 				needFiles(b, uint64(8*2*n+256))
 				runtime.GC()
 				rss0, had := residentKB(), len(idle.conns)
-				if err := idle.grow(ln, n); err != nil {
+				if err := idle.grow(ln, n, mode); err != nil {
 					b.Fatal(err)
 				}
 				runtime.GC()
@@ -76,10 +82,10 @@ type idleSet struct {
 }
 
 // grow makes the set hold n connections (2n sides) of ln, each used once.
-func (s *idleSet) grow(ln *netio.Listener, n int) error {
+func (s *idleSet) grow(ln *netio.Listener, n int, mode netio.Mode) error {
 	msg, buf := []byte("once"), make([]byte, 16)
 	for len(s.conns) < 2*n {
-		c, err := netio.Dial("tcp", ln.Addr().String())
+		c, err := netio.Dial("tcp", ln.Addr().String(), netio.WithMode(mode))
 		if err != nil {
 			return err
 		}
@@ -92,6 +98,11 @@ func (s *idleSet) grow(ln *netio.Listener, n int) error {
 		for _, rw := range [][2]*netio.Conn{{c, a}, {a, c}} {
 			if _, err := rw[0].Write(msg); err != nil {
 				return err
+			}
+			if mode == netio.HighThroughput { // its page goes out on Flush
+				if err := rw[0].Flush(); err != nil {
+					return err
+				}
 			}
 			if _, err := rw[1].ReadMessage(buf); err != nil {
 				return err

@@ -63,6 +63,9 @@ func (d *Domain) OpenCQ(size int) (*CQ, error) {
 		return nil, err
 	}
 	q.fd = int(fd)
+	if trimsPools(&Info{c: d.info}) {
+		trimCQPool(q)
+	}
 	if d.prof != nil {
 		if q.prof = C.netio_prof_cq_new(C.size_t(size)); q.prof == nil {
 			C.netio_close(&q.c.fid)

@@ -70,6 +70,9 @@ func openGuard(d *Domain, info *Info, ep *C.struct_fid_ep, pe *C.netio_prof_ep) 
 	if err := check("fi_srx_context", C.netio_srx_open(d.c, C.size_t(size), &g.srx)); err != nil {
 		return nil, err
 	}
+	if trimsPools(info) {
+		trimSRXPool(g, size)
+	}
 	if err := check("fi_ep_bind(srx)", C.fi_ep_bind(ep, &g.srx.fid, 0)); err != nil {
 		g.close()
 		return nil, err

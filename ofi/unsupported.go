@@ -60,6 +60,9 @@ func LibraryVersion() Version { return 0 }
 // CHeapInUse is zero: there is no C allocator in this build.
 func CHeapInUse() uint64 { return 0 }
 
+// TrimmedPools reports 0: this build has no libfabric pools to trim.
+func TrimmedPools() uint64 { return 0 }
+
 // RegionsResident is zero: no region can be mapped.
 func RegionsResident() (resident, mapped uint64) { return 0, 0 }
 
