@@ -241,12 +241,17 @@ func BenchmarkStreamRead(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(sizeName(size)+"/netio-read", func(b *testing.B) { streamNetioRead(b, size, false) })
 		b.Run(sizeName(size)+"/netio-readmessage", func(b *testing.B) { streamNetioRead(b, size, true) })
+		// Buffers as large as the message: one buffer, one completion and
+		// at most one reader wake-up per message instead of four.
+		b.Run(sizeName(size)+"/netio-read-buffer="+sizeName(size), func(b *testing.B) {
+			streamNetioRead(b, size, false, netio.WithBufferSize(size), netio.WithWindow(8))
+		})
 		b.Run(sizeName(size)+"/tcp", func(b *testing.B) { streamTCP(b, size) })
 	}
 }
 
-func streamNetioRead(b *testing.B, size int, messages bool) {
-	c, s := pair(b)
+func streamNetioRead(b *testing.B, size int, messages bool, opts ...netio.Option) {
+	c, s := pair(b, opts...)
 	msg := make([]byte, size)
 	buf := make([]byte, size)
 	before, parks := netio.ReactorStats(), netio.ReaderParks()
