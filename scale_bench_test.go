@@ -336,9 +336,11 @@ func BenchmarkPublisherMemory(b *testing.B) {
 // reads everything, and exits when its parent closes stdin.
 func manySubscribersChild() {
 	n, _ := strconv.Atoi(os.Getenv(psTagsEnv))
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
 	for i := 0; i < n; i++ {
 		addr := fmt.Sprintf("127.0.%d.%d:%s", i/250, i%250+1, os.Getenv(psAddrEnv))
-		s, err := netio.Subscribe(context.Background(), "tcp", addr, []uint64{1}, netio.WithMode(netio.HighThroughput))
+		s, err := netio.Subscribe(ctx, "tcp", addr, []uint64{1}, netio.WithMode(netio.HighThroughput))
 		if err != nil {
 			childFatal("subscribe %s: %v", addr, err)
 		}
