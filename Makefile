@@ -96,9 +96,10 @@ fuzz: deps
 # Side-by-side comparison with ZeroMQ, Go's net.TCPConn and bare libfabric,
 # each sender and receiver in its own process (benchmarks/, a nested module
 # that the library never imports): writes benchmarks/results/compare.md and
-# compare.svg. About 6 minutes plus 1.5 for the publish/subscribe rows;
+# compare.svg. About 6 minutes plus 1.5 for the publish/subscribe rows and
+# 3.5 for the fan-out rows;
 # `cd benchmarks && go run ./cmd/compare -quick`
-# takes about one and a half.
+# takes about three.
 compare: deps
 	@dpkg -s libzmq3-dev pkg-config >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update && \

@@ -79,6 +79,8 @@ func TestPubSubChild(t *testing.T) {
 		publisherChild()
 	case "ctl":
 		ctlSubscriberChild()
+	case "many":
+		manySubscribersChild()
 	default:
 		t.Skip("run by the publish/subscribe process tests")
 	}

@@ -1,13 +1,16 @@
 package netio_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -249,12 +252,17 @@ func BenchmarkStreamRead(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(sizeName(size)+"/netio-read", func(b *testing.B) { streamNetioRead(b, size, false) })
 		b.Run(sizeName(size)+"/netio-readmessage", func(b *testing.B) { streamNetioRead(b, size, true) })
+		// Buffers as large as the message: one buffer, one completion and
+		// at most one reader wake-up per message instead of four.
+		b.Run(sizeName(size)+"/netio-read-buffer="+sizeName(size), func(b *testing.B) {
+			streamNetioRead(b, size, false, netio.WithBufferSize(size), netio.WithWindow(8))
+		})
 		b.Run(sizeName(size)+"/tcp", func(b *testing.B) { streamTCP(b, size) })
 	}
 }
 
-func streamNetioRead(b *testing.B, size int, messages bool) {
-	c, s := pair(b)
+func streamNetioRead(b *testing.B, size int, messages bool, opts ...netio.Option) {
+	c, s := pair(b, opts...)
 	msg := make([]byte, size)
 	buf := make([]byte, size)
 	before, parks := netio.ReactorStats(), netio.ReaderParks()
@@ -280,4 +288,76 @@ func streamNetioRead(b *testing.B, size int, messages bool) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkPublisherMemory is what one more subscriber costs a publisher:
+// the resident memory of this process (the publisher, HighThroughput)
+// before and after 64 subscribers of a child process connect (a loopback
+// address each, so a connection each) and b.N messages of 64 B reach
+// them all, per subscriber. The subscribers live in the child, so the
+// figure holds the publisher's side alone: its link (endpoint, queues,
+// registered pages) and its queue for the subscriber.
+func BenchmarkPublisherMemory(b *testing.B) {
+	const subs = 64
+	needFiles(b, uint64(16*subs+256))
+	runtime.GC()
+	rss0 := residentKB()
+	p := newBenchPublisher(b, "0.0.0.0:0", netio.WithMode(netio.HighThroughput))
+	port := p.Addr().(*netio.Addr).AddrPort.Port()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPubSubChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), psRoleEnv+"=many", psAddrEnv+"="+strconv.Itoa(int(port)), psTagsEnv+"="+strconv.Itoa(subs))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close() // the child exits when its stdin closes
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "READY" {
+		b.Fatalf("child: %q, %v", line, err)
+	}
+	eventually(b, "the publisher counting every subscriber", func() bool { return p.Stats().Subscribers == subs })
+	msg := make([]byte, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := p.Publish(context.Background(), 1, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	runtime.GC()
+	b.ReportMetric(float64(residentKB()-rss0)/subs, "rss-KB/subscriber")
+}
+
+// manySubscribersChild subscribes to tag 1 of the publisher on this
+// machine's port NETIO_PS_ADDR as NETIO_PS_TAGS subscribers, each through
+// a loopback address of its own (a connection each), HighThroughput,
+// reads everything, and exits when its parent closes stdin.
+func manySubscribersChild() {
+	n, _ := strconv.Atoi(os.Getenv(psTagsEnv))
+	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		addr := fmt.Sprintf("127.0.%d.%d:%s", i/250, i%250+1, os.Getenv(psAddrEnv))
+		s, err := netio.Subscribe(ctx, "tcp", addr, []uint64{1}, netio.WithMode(netio.HighThroughput))
+		if err != nil {
+			childFatal("subscribe %s: %v", addr, err)
+		}
+		go drain(s)
+	}
+	fmt.Println("READY")
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
 }

@@ -50,6 +50,7 @@ type plan struct {
 	streamModes     []*mode
 	latencyModes    []*mode
 	pubsubModes     []*mode
+	fanoutModes     []*mode
 	repeat          int
 	warmup, measure time.Duration
 	out             string // directory for the results; "" writes none
@@ -66,7 +67,7 @@ func parentMain(args []string) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "fewer sizes ("+sizeList(quickSizes)+"), 0.2 s + 0.5 s points, one repeat; results in results/quick")
 	sizes := fs.String("sizes", "", "comma-separated message sizes in bytes (default: 8 B to 1 MiB)")
-	modes := fs.String("modes", "", "comma-separated modes to run (default: all but the opt-in ones); stream: "+modeNames(streamModes)+"; opt-in stream: "+modeNames(optInModes)+"; round trip: "+modeNames(latencyModes)+"; publish/subscribe (64 B and 4 KiB, whatever -sizes says): "+modeNames(pubsubModes)+", or pubsub for all of them; a run of publish/subscribe modes alone writes pubsub.{md,json} instead of compare.*")
+	modes := fs.String("modes", "", "comma-separated modes to run (default: all but the opt-in ones); stream: "+modeNames(streamModes)+"; opt-in stream: "+modeNames(optInModes)+"; round trip: "+modeNames(latencyModes)+"; publish/subscribe (64 B and 4 KiB, whatever -sizes says): "+modeNames(pubsubModes)+", or pubsub for all of them; fan-out (64 B): "+modeNames(fanoutModes)+", or fanout for all of them; a run of publish/subscribe modes alone writes pubsub.{md,json} instead of compare.*, of fan-out modes alone fanout.{md,json}")
 	repeat := fs.Int("repeat", 0, "runs per point (default 3, quick 1)")
 	warmup := fs.Duration("warmup", 0, "uncounted warm-up per run (default 300ms, quick 200ms)")
 	measure := fs.Duration("measure", 0, "measured time per run (default 1s, quick 500ms)")
@@ -88,7 +89,7 @@ func parentMain(args []string) int {
 		return 0
 	}
 	p := plan{sizes: fullSizes, streamModes: streamModes, latencyModes: latencyModes, pubsubModes: pubsubModes,
-		repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
+		fanoutModes: fanoutModes, repeat: 3, warmup: 300 * time.Millisecond, measure: time.Second, out: "results"}
 	if *quick {
 		p.sizes = quickSizes
 		p.repeat, p.warmup, p.measure, p.out = 1, 200*time.Millisecond, 500*time.Millisecond, filepath.Join("results", "quick")
@@ -105,10 +106,14 @@ func parentMain(args []string) int {
 		}
 	}
 	if *modes != "" {
-		p.streamModes, p.latencyModes, p.pubsubModes = nil, nil, nil
+		p.streamModes, p.latencyModes, p.pubsubModes, p.fanoutModes = nil, nil, nil, nil
 		for _, f := range strings.Split(*modes, ",") {
-			if strings.TrimSpace(f) == "pubsub" {
+			switch strings.TrimSpace(f) {
+			case "pubsub":
 				p.pubsubModes = append(p.pubsubModes, pubsubModes...)
+				continue
+			case "fanout":
+				p.fanoutModes = append(p.fanoutModes, fanoutModes...)
 				continue
 			}
 			m := findMode(strings.TrimSpace(f))
@@ -116,7 +121,9 @@ func parentMain(args []string) int {
 				fmt.Fprintf(os.Stderr, "compare: unknown mode %q\n", f)
 				return 2
 			}
-			if m.subs > 0 {
+			if m.fanout {
+				p.fanoutModes = append(p.fanoutModes, m)
+			} else if m.subs > 0 {
 				p.pubsubModes = append(p.pubsubModes, m)
 			} else if m.latency {
 				p.latencyModes = append(p.latencyModes, m)
@@ -170,7 +177,7 @@ func parentMain(args []string) int {
 		}
 		fmt.Printf("wrote %s in %s\n", filepath.Join(p.out, rep.baseName()+files), rep.Elapsed.Round(time.Second))
 	}
-	for _, pt := range append(append(append([]*point(nil), rep.Stream...), rep.Latency...), rep.PubSub...) {
+	for _, pt := range rep.allPoints() {
 		if len(pt.Runs) == 0 {
 			return 1
 		}
@@ -191,7 +198,7 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 	start := time.Now()
 	rep := &report{Date: start, Machine: describeMachine(), Command: command,
 		Warmup: p.warmup, Measure: p.measure, Repeat: p.repeat, Sizes: p.sizes}
-	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes) + len(pubsubSizes)*len(p.pubsubModes)
+	total := len(p.sizes)*len(p.streamModes) + len(p.latencyModes) + len(pubsubSizes)*len(p.pubsubModes) + len(p.fanoutModes)
 	done := 0
 	report := func(m *mode, pt *point, took time.Duration) {
 		done++
@@ -199,6 +206,8 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		switch {
 		case len(pt.Runs) == 0:
 			line += "FAILED: " + oneLine(pt.Errors[0])
+		case m.fanout:
+			line += fmt.Sprintf("%s deliveries/s in total, %s per subscriber (1 -> %d)", cell(pt.total(), fmtRate), cell(pt.rate(), fmtRate), m.subs)
 		case m.subs > 0:
 			line += fmt.Sprintf("%s msg/s per subscriber (1 -> %d)", cell(pt.rate(), fmtRate), m.subs)
 		case m.latency:
@@ -248,6 +257,9 @@ func execute(r *runner, p plan, command string, progress io.Writer) *report {
 		for _, size := range pubsubSizes {
 			rep.PubSub = append(rep.PubSub, measure(p.pubsubModes, size)...)
 		}
+	}
+	if len(p.fanoutModes) > 0 {
+		rep.Fanout = measure(p.fanoutModes, fanoutSize)
 	}
 	rep.Elapsed = time.Since(start)
 	rep.Machine.LoadAfter = loadAverage()
@@ -356,12 +368,17 @@ func netioCommit() string {
 	return s
 }
 
-// baseName is the name of the report's files: compare, or pubsub for a
-// run of the publish/subscribe rows alone (which must not overwrite a full
-// run's compare.md).
+// baseName is the name of the report's files: compare, pubsub for a
+// run of the publish/subscribe rows alone, fanout for one of the fan-out
+// rows alone (neither must overwrite a full run's compare.md).
 func (rep *report) baseName() string {
-	if len(rep.Stream) == 0 && len(rep.Latency) == 0 && len(rep.PubSub) > 0 {
-		return "pubsub"
+	if len(rep.Stream) == 0 && len(rep.Latency) == 0 {
+		switch {
+		case len(rep.PubSub) > 0:
+			return "pubsub"
+		case len(rep.Fanout) > 0:
+			return "fanout"
+		}
 	}
 	return "compare"
 }

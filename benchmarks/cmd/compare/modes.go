@@ -32,6 +32,9 @@ type mode struct {
 	// names the row without the fan-out.
 	subs   int
 	system string
+	// fanout marks the fan-out rows (fanout.go): publish/subscribe at
+	// 64 B only, in a table of their own.
+	fanout bool
 }
 
 // streamModes are the one-way throughput rows, in table order; netio first.
@@ -71,7 +74,7 @@ var latencyModes = []*mode{
 var testModes []*mode
 
 func findMode(name string) *mode {
-	for _, m := range append(append(append(append(append([]*mode(nil), streamModes...), optInModes...), latencyModes...), pubsubModes...), testModes...) {
+	for _, m := range append(append(append(append(append([]*mode(nil), streamModes...), optInModes...), latencyModes...), pubsubModes...), append(fanoutModes, testModes...)...) {
 		if m.name == name {
 			return m
 		}

@@ -80,6 +80,7 @@ type report struct {
 	Stream  []*point      `json:"stream"`
 	Latency []*point      `json:"latency"`
 	PubSub  []*point      `json:"pubsub,omitempty"`
+	Fanout  []*point      `json:"fanout,omitempty"`
 }
 
 func (r *report) streamPoint(modeName string, size int) *point {
@@ -454,9 +455,10 @@ func (r *report) Markdown() string {
 
 	r.goalTable(w)
 	r.pubsubTable(w)
+	r.fanoutTable(w)
 
 	var errs []string
-	for _, p := range append(append(append([]*point(nil), r.Stream...), r.Latency...), r.PubSub...) {
+	for _, p := range r.allPoints() {
 		for _, e := range p.Errors {
 			errs = append(errs, fmt.Sprintf("- %s %s: %s", p.Mode, sizeLabel(p.Size), oneLine(e)))
 		}
@@ -468,10 +470,18 @@ func (r *report) Markdown() string {
 	if len(r.Stream) > 0 || len(r.Latency) > 0 {
 		w("%s", methodNotes)
 	}
-	if len(r.PubSub) > 0 {
+	if len(r.PubSub) > 0 || len(r.Fanout) > 0 {
 		w("%s", pubsubNotes)
 	}
+	if len(r.Fanout) > 0 {
+		w("%s", fanoutNotes)
+	}
 	return b.String()
+}
+
+// allPoints are the report's points, every table's.
+func (r *report) allPoints() []*point {
+	return slices.Concat(r.Stream, r.Latency, r.PubSub, r.Fanout)
 }
 
 func times(n int) string {

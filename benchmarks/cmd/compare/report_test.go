@@ -192,3 +192,31 @@ func TestGoalTable(t *testing.T) {
 		t.Errorf("a goal whose peer was not measured is listed:\n%s", md)
 	}
 }
+
+// The fan-out table shows each count's deliveries in total and per
+// subscriber, and netio's ratios to ZeroMQ on both.
+func TestFanoutMarkdown(t *testing.T) {
+	rep := &report{Date: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC), Repeat: 1,
+		Fanout: []*point{
+			{Mode: "fanout-netio-ht-1", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{4e6}}}},
+			{Mode: "fanout-netio-ht-8", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{1e6, 1e6, 2e6, 2e6, 1e6, 1e6, 2e6, 2e6}}}},
+			{Mode: "fanout-zmq-1", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{1e6}}}},
+			{Mode: "fanout-zmq-8", Size: 64, Runs: []*Result{{Size: 64, SubRates: []float64{250e3, 250e3, 250e3, 250e3, 250e3, 250e3, 250e3, 250e3}}}},
+		}}
+	if rep.baseName() != "fanout" {
+		t.Errorf("a fan-out run alone is written as %q", rep.baseName())
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"## Fan-out, 64 B",
+		"| system | 1 -> 1 total | 1 -> 1 per subscriber | 1 -> 8 total | 1 -> 8 per subscriber | 1 -> 64 total | 1 -> 64 per subscriber |",
+		"| netio HT (Publish / Subscribe, Block) | 4.00M | 4.00M | 12.0M | 1.50M | | |",
+		"| ZeroMQ XPUB/SUB, XPUB_NODROP (Go) | 1.00M | 1.00M | 2.00M | 250k | | |",
+		"| netio HT / ZeroMQ (medians) | 4.00x | 4.00x | 6.00x | 6.00x | - | - |",
+		"- **Fan-out**:",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
