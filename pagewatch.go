@@ -24,7 +24,7 @@ type pageWatch struct {
 	scheduled atomic.Bool // notify queued a look on the reactor
 
 	// Reactor only.
-	flush      timed // the flush deadline, on the engine's clock
+	flush      timed     // the flush deadline, on the engine's clock
 	seenOpened uint64    // sender.opened at the last look
 	since      time.Time // when the open page was first seen
 	watched    bool      // in the engine's idle list
