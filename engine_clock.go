@@ -19,7 +19,7 @@ type timed = deadline.Entry[func(now time.Time)]
 // at sets t to run at when, or moves it there. On the reactor.
 func (e *engine) at(t *timed, when time.Time) {
 	e.clock.Set(t, when)
-	if !e.clockBusy && (e.clockAt.IsZero() || when.Before(e.clockAt)) {
+	if !e.clockBusy {
 		e.armClock(when)
 	}
 }
@@ -28,13 +28,24 @@ func (e *engine) at(t *timed, when time.Time) {
 // the reactor.
 func (e *engine) cancel(t *timed) { e.clock.Remove(t) }
 
-// armClock arms the timer for when. A timer armed for an entry that was
-// removed since fires for nothing and is armed again for the next one,
-// which costs less than re-arming on every removal.
+// armClock arms the timer for when, unless it fires before already. A
+// deadline d away may run up to d/64 late (at most clockSlack), so that
+// deadlines close together (the links' heartbeats) run in one wake-up,
+// not one each. A timer armed for an entry that was removed since fires
+// for nothing and is armed again for the next one, which costs less than
+// re-arming on every removal.
 func (e *engine) armClock(when time.Time) {
-	e.clockAt = when
-	e.clockTimer.StartOnceFromReactor(time.Until(when))
+	now := time.Now()
+	in := when.Sub(now)
+	in += min(in/64, clockSlack)
+	if fire := now.Add(in); e.clockAt.IsZero() || fire.Before(e.clockAt) {
+		e.clockAt = fire
+		e.clockTimer.StartOnceFromReactor(in)
+	}
 }
+
+// clockSlack bounds how late armClock lets a deadline run.
+const clockSlack = 2 * time.Millisecond
 
 // onClock runs what is due. Everything due is taken off the heap first and
 // run after: what runs may end a link, and so cancel or move other entries
