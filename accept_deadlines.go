@@ -23,11 +23,11 @@ import (
 // to is counted in stats. On the reactor.
 func (l *link) watchSetup(timeout time.Duration, stats *acceptStats) {
 	l.setupStats = stats
-	l.eng.at(&l.phase, time.Now().Add(timeout))
+	l.eng.clock.at(&l.phase, time.Now().Add(timeout))
 }
 
 // forgetSetup stops watching l's set-up: it is up, or gone.
-func (l *link) forgetSetup() { l.eng.cancel(&l.phase) }
+func (l *link) forgetSetup() { l.eng.clock.cancel(&l.phase) }
 
 // onPhaseDeadline is the deadline of l's set-up or of its close: an
 // accepted link not up in time fails, a closing one that lingered long
@@ -43,7 +43,7 @@ func (l *link) onPhaseDeadline(now time.Time) {
 		l.fail(fmt.Errorf("%w: the peer did not complete the handshake in time", os.ErrDeadlineExceeded))
 	case lifecycle.Draining:
 		if !l.lingerExpired(now) && l.life.State() == lifecycle.Draining {
-			l.eng.at(&l.phase, l.life.LingerUntil)
+			l.eng.clock.at(&l.phase, l.life.LingerUntil)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/netio-go/netio/internal/deadline"
 	"github.com/netio-go/netio/ofi"
 	"github.com/netio-go/netio/reactor"
 )
@@ -32,12 +31,7 @@ type engine struct {
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 
-	// Every deadline, on one timer (engine_clock.go).
-	clock      deadline.Queue[func(now time.Time)]
-	clockTimer *reactor.Timer
-	clockAt    time.Time // when clockTimer fires; zero if stopped
-	clockBusy  bool      // onClock runs: it arms the timer when done
-	due        []*timed  // onClock's batch, kept for its capacity
+	clock clock // every deadline, on one timer (engine_clock.go)
 
 	// cm reads the listeners' connection requests on a thread of its
 	// own (connmgr.go); made with the first listener, guarded by
@@ -146,7 +140,7 @@ func acquireEngine() (*engine, error) {
 		if err := r.Call(func() {
 			// All made now: when they are needed, the process may be out
 			// of descriptors.
-			e.clockTimer, err = r.NewTimer(e.onClock)
+			err = e.clock.open(r)
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -195,7 +189,7 @@ func (e *engine) release() {
 	engines.e = nil
 	go func() {
 		e.r.Call(func() {
-			e.clockTimer.Close()
+			e.clock.close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
@@ -423,7 +417,7 @@ func (e *engine) TryWait() bool {
 	}
 	if len(e.idle) > 0 && !e.idleTick.Queued() {
 		// A writer is still filling a page: look again soon, asleep.
-		e.at(&e.idleTick, time.Now().Add(idleTick))
+		e.clock.at(&e.idleTick, time.Now().Add(idleTick))
 	}
 	for _, f := range e.fabrics {
 		f.waits.Reset()

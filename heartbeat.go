@@ -175,11 +175,11 @@ func (l *link) watchBeat() {
 		hb.heardAt = now
 		hb.sent, hb.sentAt, hb.checked = l.sentCount(), now, now
 		if hb.timeout > 0 {
-			l.eng.at(&hb.check, now.Add(hb.timeout))
+			l.eng.clock.at(&hb.check, now.Add(hb.timeout))
 		}
 	}
 	hb.due = now.Add(hb.every - beatSpread(hb.every/2))
-	l.eng.at(&hb.send, hb.due)
+	l.eng.clock.at(&hb.send, hb.due)
 }
 
 // stopBeat takes l's heartbeat deadlines off the clock. On the reactor.
@@ -189,8 +189,8 @@ func (l *link) stopBeat() {
 		return
 	}
 	hb.watched = false
-	l.eng.cancel(&hb.send)
-	l.eng.cancel(&hb.check)
+	l.eng.clock.cancel(&hb.send)
+	l.eng.clock.cancel(&hb.check)
 }
 
 // onBeatSend is l's send check: a heartbeat goes if l may have sent
@@ -209,13 +209,13 @@ func (l *link) onBeatSend(now time.Time) {
 		if hb.pending {
 			// No credit or slot: service sends it when one comes back;
 			// look again in half an interval meanwhile.
-			l.eng.at(&hb.send, now.Add(hb.every/2))
+			l.eng.clock.at(&hb.send, now.Add(hb.every/2))
 			return
 		}
 		hb.sent, hb.sentAt = l.sentCount(), now
 		hb.due = now.Add(hb.every - beatSpread(hb.every/8))
 	}
-	l.eng.at(&hb.send, hb.due)
+	l.eng.clock.at(&hb.send, hb.due)
 }
 
 // onBeatCheck ends l if its peer has been silent for the timeout, and
@@ -238,7 +238,7 @@ func (l *link) onBeatCheck(now time.Time) {
 			return
 		}
 	}
-	l.eng.at(&hb.check, hb.heardAt.Add(hb.timeout))
+	l.eng.clock.at(&hb.check, hb.heardAt.Add(hb.timeout))
 }
 
 // peerTimeoutError is ErrPeerTimeout with the time waited: it matches

@@ -20,7 +20,7 @@ func (l *link) stopCQ() {
 		l.res.cqWatched = false
 	}
 	l.eng.forget(l)
-	l.eng.cancel(&l.phase)
+	l.eng.clock.cancel(&l.phase)
 	l.stopBeat()
 }
 
@@ -42,7 +42,7 @@ func (l *link) close() {
 			}
 			l.rxReclaim = append(l.rxReclaim, slot)
 		}
-		l.eng.at(&l.phase, l.life.LingerUntil)
+		l.eng.clock.at(&l.phase, l.life.LingerUntil)
 		l.service()
 	}
 }

@@ -66,7 +66,7 @@ func (w *pageWatch) Run() {
 	w.seenOpened = opened
 	w.since = time.Now()
 	if !w.flush.Queued() {
-		w.l.eng.at(&w.flush, w.since.Add(w.interval))
+		w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
 	}
 	if !w.noIdle {
 		w.l.eng.watchIdle(w)
@@ -79,7 +79,7 @@ func (w *pageWatch) onTimer(now time.Time) {
 		return
 	}
 	if !w.s.gate.TryReactor() {
-		w.l.eng.at(&w.flush, now.Add(min(flushRetry, w.interval)))
+		w.l.eng.clock.at(&w.flush, now.Add(min(flushRetry, w.interval)))
 		return
 	}
 	sealed := false
@@ -91,7 +91,7 @@ func (w *pageWatch) onTimer(now time.Time) {
 			w.s.seal(flushTimer)
 			sealed = true
 		} else {
-			w.l.eng.at(&w.flush, w.since.Add(w.interval))
+			w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
 		}
 	}
 	w.s.gate.Unlock()
@@ -143,5 +143,5 @@ func (w *pageWatch) stopIdle() { w.watched = false }
 // released.
 func (w *pageWatch) close() {
 	w.l.eng.forgetIdle(w)
-	w.l.eng.cancel(&w.flush)
+	w.l.eng.clock.cancel(&w.flush)
 }
