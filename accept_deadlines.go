@@ -16,57 +16,34 @@ import (
 // connection manager waits for the peer's last message; on every provider
 // it bounds what a set-up can cost.
 //
-// The engine keeps the links being set up and one timer, armed for the
-// earliest deadline: no goroutine or timer per connection.
+// The deadline is an entry on the engine's clock (engine_clock.go): no
+// goroutine or timer per connection.
 
-// setupWatch is a link being set up and where its failure is counted.
-type setupWatch struct {
-	by    time.Time
-	stats *acceptStats
+// watchSetup gives the accepted link l until timeout to come up; a failure
+// to is counted in stats. On the reactor.
+func (l *link) watchSetup(timeout time.Duration, stats *acceptStats) {
+	l.setupStats = stats
+	l.eng.clock.at(&l.phase, time.Now().Add(timeout))
 }
 
-// watchSetup gives the accepted link l until timeout to come up.
-func (e *engine) watchSetup(l *link, timeout time.Duration, stats *acceptStats) {
-	if e.setups == nil {
-		e.setups = map[*link]setupWatch{}
-	}
-	by := time.Now().Add(timeout)
-	e.setups[l] = setupWatch{by: by, stats: stats}
-	if e.setupNext.IsZero() || by.Before(e.setupNext) {
-		e.armSetupTimer(by)
-	}
-}
+// forgetSetup stops watching l's set-up: it is up, or gone.
+func (l *link) forgetSetup() { l.eng.clock.cancel(&l.phase) }
 
-// forgetSetup stops watching l: it is up, or gone.
-func (e *engine) forgetSetup(l *link) { delete(e.setups, l) }
-
-func (e *engine) armSetupTimer(at time.Time) {
-	e.setupNext = at
-	e.setupTimer.StartOnce(time.Until(at))
-}
-
-// sweepSetups fails the links whose set-up is overdue and arms the timer
-// for the next deadline.
-func (e *engine) sweepSetups() {
-	now := time.Now()
-	var next time.Time
-	for l, w := range e.setups {
-		if now.Before(w.by) {
-			if next.IsZero() || w.by.Before(next) {
-				next = w.by
-			}
-			continue
+// onPhaseDeadline is the deadline of l's set-up or of its close: an
+// accepted link not up in time fails, a closing one that lingered long
+// enough is finished. It runs from the clock, outside any completion loop.
+func (l *link) onPhaseDeadline(now time.Time) {
+	switch l.life.State() {
+	case lifecycle.Connecting:
+		if l.setupStats == nil {
+			return
 		}
-		delete(e.setups, l)
-		if l.life.State() != lifecycle.Connecting {
-			continue
-		}
-		w.stats.timedOut.Add(1)
+		l.setupStats.timedOut.Add(1)
 		// The owner drops it (setupFailed), which counts it as failed.
 		l.fail(fmt.Errorf("%w: the peer did not complete the handshake in time", os.ErrDeadlineExceeded))
-	}
-	e.setupNext = time.Time{}
-	if !next.IsZero() {
-		e.armSetupTimer(next)
+	case lifecycle.Draining:
+		if !l.lingerExpired(now) && l.life.State() == lifecycle.Draining {
+			l.eng.clock.at(&l.phase, l.life.LingerUntil)
+		}
 	}
 }

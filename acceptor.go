@@ -299,7 +299,7 @@ func (a *acceptor) accept(req *ofi.Info, h wire.Hello, open func(eng *engine) (*
 		return nil, err
 	}
 	req.Free()
-	eng.watchSetup(l, a.setupTimeout, &a.stats)
+	l.watchSetup(a.setupTimeout, &a.stats)
 	return l, nil
 }
 
@@ -318,13 +318,13 @@ func (a *acceptor) domainInfo(req *ofi.Info) *ofi.Info {
 // setUp is an accepted link up: it no longer has a set-up deadline. On
 // the reactor.
 func (a *acceptor) setUp(l *link) {
-	a.eng.forgetSetup(l)
+	l.forgetSetup()
 	a.stats.accepted.Add(1)
 }
 
 // setupFailed is an accepted link that failed before it was up.
 func (a *acceptor) setupFailed(l *link) {
-	a.eng.forgetSetup(l)
+	l.forgetSetup()
 	a.stats.failed.Add(1)
 }
 

@@ -104,10 +104,7 @@ func (c *Conn) sized(l *link) error {
 		l.packed = s
 	}
 	if s.lazy = s.frames.Lazy(); s.lazy {
-		var err error
-		if s.watch, err = newPageWatch(s, l, &c.cfg); err != nil {
-			return err
-		}
+		s.watch = newPageWatch(s, l, &c.cfg)
 	}
 	r := &c.recv
 	r.frames = f.Reader()

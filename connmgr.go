@@ -50,12 +50,12 @@ type connManager struct {
 	eng *engine
 
 	// Manager thread only.
-	watches    []*listenWatch
-	sweep      *reactor.Timer
-	sweepAt    time.Time // when sweep fires; zero if stopped
-	paused     []*listenWatch
-	pauseTimer *reactor.Timer
-	pauseFor   time.Duration // the current pause; doubles while it lasts (eqpause.go)
+	watches  []*listenWatch
+	clock    clock // sweep and resume, on one timer (engine_clock.go)
+	sweep    timed // the next incomplete request due
+	resume   timed // the end of a pause
+	paused   []*listenWatch
+	pauseFor time.Duration // the current pause; doubles while it lasts (eqpause.go)
 }
 
 // connManagerNice is the connection manager thread's nice value: a
@@ -74,17 +74,15 @@ func newConnManager(e *engine) (*connManager, error) {
 		return nil, err
 	}
 	m := &connManager{r: r, eng: e}
+	m.sweep.Value, m.resume.Value = m.onSweep, m.resumeEvents
 	if err := r.AddPoller(m); err != nil {
 		r.Close()
 		return nil, err
 	}
 	if cerr := r.Call(func() {
-		// Made now: when they are needed, the process may be out of
+		// Made now: when it is needed, the process may be out of
 		// descriptors.
-		if m.sweep, err = r.NewTimer(m.onSweep); err != nil {
-			return
-		}
-		m.pauseTimer, err = r.NewTimer(m.resumeEvents)
+		err = m.clock.open(r)
 	}); cerr != nil {
 		err = cerr
 	}
@@ -97,10 +95,7 @@ func newConnManager(e *engine) (*connManager, error) {
 
 // close stops the manager's thread; every watch has stopped before.
 func (m *connManager) close() {
-	m.r.Call(func() {
-		m.sweep.Close()
-		m.pauseTimer.Close()
-	})
+	m.r.Call(m.clock.close)
 	m.r.Close()
 }
 
@@ -235,14 +230,18 @@ func (m *connManager) armSweep(w *listenWatch) {
 	aborted, pending, next := w.q.Status()
 	w.a.stats.incomplete.Store(aborted)
 	w.a.stats.pendingRequests.Store(int64(pending))
-	if !next.IsZero() && (m.sweepAt.IsZero() || next.Before(m.sweepAt)) {
-		m.sweepAt = next
-		m.sweep.StartOnce(max(time.Until(next), time.Millisecond))
+	if !next.IsZero() && (!m.sweep.Queued() || next.Before(m.sweep.At())) {
+		// Not sooner than in a millisecond: the provider's clock and ours
+		// may round apart, and a sweep that finds nothing due must not
+		// run again at once.
+		if soonest := time.Now().Add(time.Millisecond); next.Before(soonest) {
+			next = soonest
+		}
+		m.clock.at(&m.sweep, next)
 	}
 }
 
-func (m *connManager) onSweep() {
-	m.sweepAt = time.Time{}
+func (m *connManager) onSweep(time.Time) {
 	for _, w := range m.watches {
 		w.q.Sweep()
 		m.armSweep(w)

@@ -24,31 +24,19 @@ type engine struct {
 	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
 	nextToken uint64
 	dirty     []driven      // links whose CQ was used since the last fi_trywait
-	lingering []driven      // links closing, with a deadline
 	idle      []idleWatcher // open pages watched for a pause of their writer
-	idleTick  *reactor.Timer
-	ticking   bool
-	nextIdle  time.Time // Poll looks for paused writers from then on
-	sweep     *reactor.Timer
-	sweeping  bool
-	refs      int // guarded by engines.mu
+	idleTick  timed         // a sleeping reactor's next look for paused writers
+	nextIdle  time.Time     // Poll looks for paused writers from then on
+	refs      int           // guarded by engines.mu
 	cqBuf     [64]ofi.Completion
 	segBuf    []ofi.Segment
 
-	setups     map[*link]setupWatch // accepted links being set up (accept_deadlines.go)
-	setupTimer *reactor.Timer
-	setupNext  time.Time // when setupTimer fires; zero if stopped
+	clock clock // every deadline, on one timer (engine_clock.go)
 
 	// cm reads the listeners' connection requests on a thread of its
 	// own (connmgr.go); made with the first listener, guarded by
 	// engines.mu until then.
 	cm *connManager
-
-	// Heartbeats (heartbeat.go): the links to scan and the timer.
-	beating    []*link
-	beat       *reactor.Timer
-	beatPeriod time.Duration // the timer's; 0: stopped
-	beatLast   time.Time     // the last scan
 
 	// wakesInFlight counts wake-ups sent to parked goroutines that have
 	// not run yet. While there are any, nobody polls: Go's scheduler looks
@@ -61,7 +49,8 @@ type engine struct {
 	parks atomic.Uint64
 }
 
-// driven is a link as the engine drives it.
+// driven is a link as the engine drives it. Its deadlines (set-up,
+// heartbeats, linger) are its own entries on the engine's clock.
 type driven interface {
 	// pollCQ reads the completion queue; it reports whether it did work.
 	pollCQ() bool
@@ -78,9 +67,6 @@ type driven interface {
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
 	setDirty(bool) bool
-	// lingerExpired finishes a close whose deadline has passed and
-	// reports whether it did.
-	lingerExpired(now time.Time) bool
 }
 
 // idleWatcher is an open page whose writer may pause.
@@ -141,6 +127,7 @@ func acquireEngine() (*engine, error) {
 	defer engines.mu.Unlock()
 	if engines.e == nil {
 		e := &engine{fabrics: map[string]*fabricRes{}, targets: map[uint64]eqTarget{}}
+		e.idleTick.Value = e.onIdleTick
 		r, err := reactor.New(&reactor.Config{Spin: reactorSpin()})
 		if err != nil {
 			return nil, err
@@ -153,16 +140,7 @@ func acquireEngine() (*engine, error) {
 		if err := r.Call(func() {
 			// All made now: when they are needed, the process may be out
 			// of descriptors.
-			if e.sweep, err = r.NewTimer(e.sweepLingering); err != nil {
-				return
-			}
-			if e.idleTick, err = r.NewTimer(e.onIdleTick); err != nil {
-				return
-			}
-			if e.setupTimer, err = r.NewTimer(e.sweepSetups); err != nil {
-				return
-			}
-			e.beat, err = r.NewTimer(e.onBeat)
+			err = e.clock.open(r)
 		}); err != nil {
 			r.Close()
 			return nil, err
@@ -211,10 +189,7 @@ func (e *engine) release() {
 	engines.e = nil
 	go func() {
 		e.r.Call(func() {
-			e.sweep.Close()
-			e.idleTick.Close()
-			e.setupTimer.Close()
-			e.beat.Close()
+			e.clock.close()
 			for _, f := range e.fabrics {
 				f.close()
 			}
@@ -440,10 +415,9 @@ func (e *engine) TryWait() bool {
 	if e.checkIdle() {
 		return false // a page went out: its completion comes next
 	}
-	if len(e.idle) > 0 && !e.ticking {
+	if len(e.idle) > 0 && !e.idleTick.Queued() {
 		// A writer is still filling a page: look again soon, asleep.
-		e.ticking = true
-		e.idleTick.StartOnce(idleTick)
+		e.clock.at(&e.idleTick, time.Now().Add(idleTick))
 	}
 	for _, f := range e.fabrics {
 		f.waits.Reset()
@@ -510,10 +484,7 @@ func (e *engine) checkIdle() bool {
 	return sealed
 }
 
-func (e *engine) onIdleTick() {
-	e.ticking = false
-	e.checkIdle()
-}
+func (e *engine) onIdleTick(time.Time) { e.checkIdle() }
 
 // forgetIdle stops watching w.
 func (e *engine) forgetIdle(w idleWatcher) {
@@ -534,7 +505,7 @@ func (e *engine) markDirty(d driven) {
 	}
 }
 
-// forget drops d from the busy and closing lists.
+// forget drops d from the busy list.
 func (e *engine) forget(d driven) {
 	if d.setDirty(false) {
 		for i, x := range e.dirty {
@@ -543,33 +514,5 @@ func (e *engine) forget(d driven) {
 				break
 			}
 		}
-	}
-	for i, x := range e.lingering {
-		if x == d {
-			e.lingering = append(e.lingering[:i], e.lingering[i+1:]...)
-			break
-		}
-	}
-}
-
-// linger starts watching d's close deadline.
-func (e *engine) linger(d driven) {
-	e.lingering = append(e.lingering, d)
-	if !e.sweeping {
-		e.sweeping = true
-		e.sweep.Start(20 * time.Millisecond)
-	}
-}
-
-func (e *engine) sweepLingering() {
-	now := time.Now()
-	for i := 0; i < len(e.lingering); i++ {
-		if e.lingering[i].lingerExpired(now) { // removes it from e.lingering
-			i--
-		}
-	}
-	if len(e.lingering) == 0 {
-		e.sweeping = false
-		e.sweep.Stop()
 	}
 }

@@ -44,12 +44,12 @@ func (m *connManager) afterEvents(w *listenWatch, got bool) {
 		m.r.Modify(w.q.FD(), 0)
 		w.a.stats.acceptPauses.Add(1)
 	}
-	m.pauseTimer.StartOnce(m.pauseFor)
+	m.clock.at(&m.resume, time.Now().Add(m.pauseFor))
 }
 
 // resumeEvents watches the paused queues again. If descriptors are still
 // short, the next empty wake-up pauses them for twice as long.
-func (m *connManager) resumeEvents() {
+func (m *connManager) resumeEvents(time.Time) {
 	for _, w := range m.paused {
 		w.paused = false
 		m.r.Modify(w.q.FD(), reactorIn)

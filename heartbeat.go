@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"math/rand/v2"
 	"syscall"
 	"time"
 
@@ -24,9 +25,16 @@ import (
 // the credit). A link that hears nothing for its timeout ends with
 // ErrPeerTimeout.
 //
-// One engine timer scans the links at half the shortest interval; the fast
-// path pays nothing: the scan compares the counters the link keeps anyway
-// (buffers sent and received) with what it saw last time.
+// Each link has two deadlines on the engine's clock (engine_clock.go), so
+// that heartbeats cost in proportion to the links due, not to all of them:
+// when to look whether to send one, and when the peer is overdue. The fast
+// path does not touch them. A send check compares the count of buffers sent
+// (kept anyway) with the last check's, and takes a change as a send right
+// after that check; the completion loop stamps the time it received
+// something, and the check deadline, when it comes, moves to that time
+// plus the timeout unless the peer is overdue. Links' first send checks are
+// spread over half an interval, and each later one comes up to an eighth of
+// an interval early, so links set up together do not beat together.
 //
 // A heartbeat's msgLen is the sender's timeout in milliseconds (0: it
 // checks nothing), so that a peer configured to send less often than this
@@ -53,19 +61,18 @@ const minBeatInterval = 10 * time.Millisecond
 
 // heartbeat is a link's liveness bookkeeping. Reactor only.
 type heartbeat struct {
-	every    time.Duration // send a heartbeat after this long without sending; 0: none
-	timeout  time.Duration // from beatConfig
-	watched  bool          // in engine.beating, at index
-	index    int
-	pending  bool      // a heartbeat is due and waits for a credit or a slot
-	dialed   bool      // this side connected: it may take the last credit (see sendHeartbeat)
-	ctlHeard uint64    // control messages received (data ones are in stats)
-	heard    uint64    // messages received at the last scan
-	heardAt  time.Time // when heard last changed
-	sent     uint64    // messages sent at the last send check
-	sentAt   time.Time // the last send, at the earliest
-	checked  time.Time // the last send check
-	nextSend time.Time // the next send check
+	every   time.Duration // send a heartbeat after this long without sending; 0: none
+	timeout time.Duration // from beatConfig
+	watched bool          // send and check are on the clock
+	pending bool          // a heartbeat is due and waits for a credit or a slot
+	dialed  bool          // this side connected: it may take the last credit (see sendHeartbeat)
+	heardAt time.Time     // when something was last received (pollCQ)
+	sent    uint64        // messages sent at the last send check
+	sentAt  time.Time     // the last send, at the earliest
+	due     time.Time     // a heartbeat goes then if nothing else was sent
+	checked time.Time     // the last send check
+	send    timed         // the next send check
+	check   timed         // when the peer is overdue unless heard
 }
 
 // startBeat starts the heartbeats of a link that has just come up. On the
@@ -77,7 +84,7 @@ func (l *link) startBeat() {
 		hb.every = l.cfg.beat.interval
 	}
 	if hb.every > 0 {
-		l.eng.watchBeat(l)
+		l.watchBeat()
 	}
 	if hb.timeout > 0 && !hb.dialed {
 		// The peer learns our timeout at once, before the owner can
@@ -105,7 +112,7 @@ func (l *link) onHeartbeat(timeoutMS uint64) {
 	}
 	hb.every = every
 	hb.pending = true // service sends it: the peer may be counting already
-	l.eng.watchBeat(l)
+	l.watchBeat()
 }
 
 // sendHeartbeat sends a heartbeat, with the credits owed, if a control
@@ -151,115 +158,87 @@ func (l *link) sendHeartbeat() {
 	}
 }
 
-// beat is one scan of l at now: gap is how long since the scan before,
-// longer than the timer's period when this process did not run (stopped,
-// or starved of CPU), which is no fault of the peer's.
-func (l *link) beat(now time.Time, gap time.Duration) {
-	hb := &l.hb
-	if hb.timeout > 0 {
-		heard := l.stats.buffersReceived.Load() + hb.ctlHeard
-		switch {
-		case heard != hb.heard || gap > hb.timeout/2:
-			hb.heard, hb.heardAt = heard, now
-		case now.Sub(hb.heardAt) >= hb.timeout:
-			// What arrived while the reactor was busy elsewhere counts.
-			l.pollCQ()
-			if !hb.watched {
-				return // pollCQ ended it
-			}
-			if heard = l.stats.buffersReceived.Load() + hb.ctlHeard; heard == hb.heard {
-				l.fail(peerTimeout(hb.timeout))
-				return
-			}
-			hb.heard, hb.heardAt = heard, now
-		}
-	}
-	if hb.every > 0 && !now.Before(hb.nextSend) {
-		// Checked every half interval. What was sent since the last
-		// check may have gone right after it: so no gap exceeds the
-		// interval by more than the scan's lateness, a heartbeat goes
-		// when that check was (nearly) an interval ago.
-		if sent := l.stats.buffersSent.Load() + l.res.ctl.sent; sent != hb.sent {
-			hb.sent, hb.sentAt = sent, hb.checked
-		}
-		if hb.pending || now.Sub(hb.sentAt) >= hb.every-hb.every/4 {
-			l.sendHeartbeat()
-			if !hb.pending {
-				hb.sent, hb.sentAt = l.stats.buffersSent.Load()+l.res.ctl.sent, now
-			}
-		}
-		hb.checked, hb.nextSend = now, now.Add(hb.every/2)
-	}
-}
+// sentCount is what l has sent, data and control messages.
+func (l *link) sentCount() uint64 { return l.stats.buffersSent.Load() + l.res.ctl.sent }
 
-// beatPeriod is how often l needs to be scanned.
-func (hb *heartbeat) beatPeriod() time.Duration {
-	return max(hb.every/2, minBeatInterval/2)
-}
+// beatSpread is up to d, at random: how much earlier than due a send check
+// comes, so that links do not fall into step.
+func beatSpread(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }
 
-// watchBeat puts l in the scan, or makes the scan as frequent as l now
-// needs. On the reactor.
-func (e *engine) watchBeat(l *link) {
+// watchBeat puts l's heartbeat deadlines on the clock, or moves its send
+// check to l's (new, shorter) interval. On the reactor.
+func (l *link) watchBeat() {
 	hb := &l.hb
 	now := time.Now()
 	if !hb.watched {
-		if len(e.beating) == 0 {
-			e.beatLast = now
+		hb.watched = true
+		hb.heardAt = now
+		hb.sent, hb.sentAt, hb.checked = l.sentCount(), now, now
+		if hb.timeout > 0 {
+			l.eng.clock.at(&hb.check, now.Add(hb.timeout))
 		}
-		hb.watched, hb.index = true, len(e.beating)
-		e.beating = append(e.beating, l)
-		hb.heard, hb.heardAt = l.stats.buffersReceived.Load()+hb.ctlHeard, now
-		hb.sent, hb.sentAt, hb.checked = l.stats.buffersSent.Load()+l.res.ctl.sent, now, now
 	}
-	hb.nextSend = now.Add(hb.every / 2)
-	if p := hb.beatPeriod(); e.beatPeriod == 0 || p < e.beatPeriod {
-		e.beatPeriod = p
-		e.beat.Start(p)
-	}
+	hb.due = now.Add(hb.every - beatSpread(hb.every/2))
+	l.eng.clock.at(&hb.send, hb.due)
 }
 
-// forgetBeat takes l out of the scan. On the reactor.
-func (e *engine) forgetBeat(l *link) {
+// stopBeat takes l's heartbeat deadlines off the clock. On the reactor.
+func (l *link) stopBeat() {
 	hb := &l.hb
 	if !hb.watched {
 		return
 	}
 	hb.watched = false
-	last := len(e.beating) - 1
-	moved := e.beating[last]
-	e.beating[hb.index], e.beating[last] = moved, nil
-	moved.hb.index = hb.index
-	e.beating = e.beating[:last]
-	if last == 0 {
-		e.beatPeriod = 0
-		e.beat.Stop()
-	}
+	l.eng.clock.cancel(&hb.send)
+	l.eng.clock.cancel(&hb.check)
 }
 
-// onBeat scans every watched link: heartbeats due go out, silent peers
-// end their links. The timer then runs as often as the most demanding
-// link needs.
-func (e *engine) onBeat() {
-	now := time.Now()
-	gap := now.Sub(e.beatLast)
-	e.beatLast = now
-	var period time.Duration
-	for i := 0; i < len(e.beating); {
-		l := e.beating[i]
-		l.beat(now, gap)
-		// A link that ended left the list, and the last one took its
-		// place: look at the same index again.
-		if i < len(e.beating) && e.beating[i] == l {
-			if p := l.hb.beatPeriod(); period == 0 || p < period {
-				period = p
-			}
-			i++
+// onBeatSend is l's send check: a heartbeat goes if l may have sent
+// nothing for its interval (less what spreads the links).
+func (l *link) onBeatSend(now time.Time) {
+	hb := &l.hb
+	if sent := l.sentCount(); sent != hb.sent {
+		// It may have gone right after the last check: so no gap exceeds
+		// the interval by more than the clock's lateness.
+		hb.sent, hb.sentAt = sent, hb.checked
+		hb.due = hb.sentAt.Add(hb.every - beatSpread(hb.every/8))
+	}
+	hb.checked = now
+	if hb.pending || !now.Before(hb.due) {
+		l.sendHeartbeat()
+		if hb.pending {
+			// No credit or slot: service sends it when one comes back;
+			// look again in half an interval meanwhile.
+			l.eng.clock.at(&hb.send, now.Add(hb.every/2))
+			return
+		}
+		hb.sent, hb.sentAt = l.sentCount(), now
+		hb.due = now.Add(hb.every - beatSpread(hb.every/8))
+	}
+	l.eng.clock.at(&hb.send, hb.due)
+}
+
+// onBeatCheck ends l if its peer has been silent for the timeout, and
+// otherwise moves the check to the timeout after the last thing heard.
+func (l *link) onBeatCheck(now time.Time) {
+	hb := &l.hb
+	if now.Sub(hb.check.At()) > hb.timeout/2 {
+		// The clock ran this late: this process did not run (stopped, or
+		// starved of CPU), which is no fault of the peer's.
+		hb.heardAt = now
+	}
+	if now.Sub(hb.heardAt) >= hb.timeout {
+		// What arrived while the reactor was busy elsewhere counts.
+		l.pollCQ()
+		if !hb.watched {
+			return // pollCQ ended it
+		}
+		if now.Sub(hb.heardAt) >= hb.timeout {
+			l.fail(peerTimeout(hb.timeout))
+			return
 		}
 	}
-	if len(e.beating) > 0 && period != e.beatPeriod {
-		e.beatPeriod = period
-		e.beat.Start(period)
-	}
+	l.eng.clock.at(&hb.check, hb.heardAt.Add(hb.timeout))
 }
 
 // peerTimeoutError is ErrPeerTimeout with the time waited: it matches

@@ -69,6 +69,11 @@ type link struct {
 	dropping   bool
 	ctlSlot    uint32 // the buffer of the control message being handled
 	ctlHeld    bool   // its owner keeps it (holdControl)
+	// phase is the deadline of the set-up of an accepted link, then of
+	// its close (accept_deadlines.go); setupStats counts a set-up that
+	// missed it.
+	phase      timed
+	setupStats *acceptStats
 	// polling is a completion loop running: what ends the link waits in
 	// ending until the loop is over (afterLoop), so that nothing the loop
 	// uses is freed under it.
@@ -199,6 +204,8 @@ func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, net
 	}
 	l := &link{eng: eng, owner: owner, stats: stats, cfg: cfg, network: network, life: lifecycle.New(), connected: make(chan error, 1)}
 	l.rx.wake, l.tx.wake = rx, tx
+	l.phase.Value = l.onPhaseDeadline
+	l.hb.send.Value, l.hb.check.Value = l.onBeatSend, l.onBeatCheck
 	return l, nil
 }
 

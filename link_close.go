@@ -20,7 +20,8 @@ func (l *link) stopCQ() {
 		l.res.cqWatched = false
 	}
 	l.eng.forget(l)
-	l.eng.forgetBeat(l)
+	l.eng.clock.cancel(&l.phase)
+	l.stopBeat()
 }
 
 // close starts an orderly close: what was written is sent, then FIN, and
@@ -41,7 +42,7 @@ func (l *link) close() {
 			}
 			l.rxReclaim = append(l.rxReclaim, slot)
 		}
-		l.eng.linger(l)
+		l.eng.clock.at(&l.phase, l.life.LingerUntil)
 		l.service()
 	}
 }

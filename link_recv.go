@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/netio-go/netio/internal/lifecycle"
 
@@ -55,7 +56,7 @@ func (l *link) pollCQ() bool {
 		return false
 	}
 	e := l.eng
-	busy := false
+	busy, heard := false, false
 	outer := !l.polling
 	l.polling = true
 	for {
@@ -82,6 +83,7 @@ func (l *link) pollCQ() bool {
 			slot := uint32(cmp.Token)
 			switch cmp.Token & tokKindMask {
 			case tokRecv:
+				heard = true
 				l.onRecv(slot, cmp.Len)
 			case tokSend:
 				l.onSent(slot)
@@ -92,6 +94,9 @@ func (l *link) pollCQ() bool {
 		if n < len(e.cqBuf) {
 			break
 		}
+	}
+	if heard && l.hb.timeout > 0 {
+		l.hb.heardAt = time.Now() // the heartbeat check's (heartbeat.go)
 	}
 	if outer {
 		l.endLoop()
@@ -215,11 +220,9 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			l.rxNotify = true
 		}
 	case h.Kind == wire.KindCredit:
-		l.hb.ctlHeard++
 		l.credit.Quietly()
 		l.rxReclaim = append(l.rxReclaim, slot) // no reader involved: re-post at once
 	case h.Kind == wire.KindHeartbeat:
-		l.hb.ctlHeard++
 		if h.FragLen != 0 {
 			l.protocolError("heartbeat with a payload of %d bytes", h.FragLen)
 			return
@@ -227,7 +230,6 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		l.rxReclaim = append(l.rxReclaim, slot) // the peer's reader may be stopped: re-post at once
 		l.onHeartbeat(h.MsgLen)
 	case h.Kind == wire.KindFin:
-		l.hb.ctlHeard++
 		if h.FragLen > 0 { // the owner's farewell
 			if err := l.owner.control(l, wire.KindFin, b[wire.HeaderSize:wire.HeaderSize+int(h.FragLen)]); err != nil {
 				l.fail(err)
@@ -241,7 +243,6 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
-		l.hb.ctlHeard++
 		if l.finRecv {
 			l.protocolError("message of kind %d after the peer closed", h.Kind)
 			return

@@ -3,8 +3,6 @@ package netio
 import (
 	"sync/atomic"
 	"time"
-
-	"github.com/netio-go/netio/reactor"
 )
 
 // pageWatch sends the pages a writer leaves open: after FlushInterval at
@@ -26,8 +24,7 @@ type pageWatch struct {
 	scheduled atomic.Bool // notify queued a look on the reactor
 
 	// Reactor only.
-	timer      *reactor.Timer
-	armed      bool
+	flush      timed     // the flush deadline, on the engine's clock
 	seenOpened uint64    // sender.opened at the last look
 	since      time.Time // when the open page was first seen
 	watched    bool      // in the engine's idle list
@@ -39,11 +36,10 @@ type pageWatch struct {
 const flushRetry = 10 * time.Millisecond
 
 // newPageWatch makes the watch of s; on the reactor.
-func newPageWatch(s *sender, l *link, cfg *Config) (*pageWatch, error) {
+func newPageWatch(s *sender, l *link, cfg *Config) *pageWatch {
 	w := &pageWatch{s: s, l: l, interval: cfg.FlushInterval, noIdle: cfg.NoIdleFlush}
-	var err error
-	w.timer, err = l.eng.r.NewTimer(w.onTimer)
-	return w, err
+	w.flush.Value = w.onTimer
+	return w
 }
 
 // notify tells the reactor that the writer opened a page. Any goroutine;
@@ -69,9 +65,8 @@ func (w *pageWatch) Run() {
 	}
 	w.seenOpened = opened
 	w.since = time.Now()
-	if !w.armed {
-		w.armed = true
-		w.timer.StartOnce(w.interval)
+	if !w.flush.Queued() {
+		w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
 	}
 	if !w.noIdle {
 		w.l.eng.watchIdle(w)
@@ -79,27 +74,24 @@ func (w *pageWatch) Run() {
 }
 
 // onTimer sends a page that has waited FlushInterval.
-func (w *pageWatch) onTimer() {
-	w.armed = false
+func (w *pageWatch) onTimer(now time.Time) {
 	if !w.l.flowing() {
 		return
 	}
 	if !w.s.gate.TryReactor() {
-		w.armed = true
-		w.timer.StartOnce(min(flushRetry, w.interval))
+		w.l.eng.clock.at(&w.flush, now.Add(min(flushRetry, w.interval)))
 		return
 	}
 	sealed := false
 	if w.s.open {
 		if opened := w.s.opened.Load(); opened != w.seenOpened {
-			w.seenOpened, w.since = opened, time.Now()
+			w.seenOpened, w.since = opened, now
 		}
-		if age := time.Since(w.since); age >= w.interval {
+		if now.Sub(w.since) >= w.interval {
 			w.s.seal(flushTimer)
 			sealed = true
 		} else {
-			w.armed = true
-			w.timer.StartOnce(w.interval - age)
+			w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
 		}
 	}
 	w.s.gate.Unlock()
@@ -147,11 +139,9 @@ func (w *pageWatch) startIdle() bool {
 // stopIdle is the engine no longer watching w.
 func (w *pageWatch) stopIdle() { w.watched = false }
 
-// close stops the timer; on the reactor, when the link is released.
+// close takes the watch off the engine; on the reactor, when the link is
+// released.
 func (w *pageWatch) close() {
 	w.l.eng.forgetIdle(w)
-	if w.timer != nil {
-		w.timer.Close()
-		w.timer = nil
-	}
+	w.l.eng.clock.cancel(&w.flush)
 }

@@ -329,10 +329,7 @@ func (pl *pubLink) sized(l *link) error {
 		l.packed = s
 	}
 	if s.lazy = s.frames.Lazy(); s.lazy {
-		var err error
-		if s.watch, err = newPageWatch(s, l, &pl.p.cfg); err != nil {
-			return err
-		}
+		s.watch = newPageWatch(s, l, &pl.p.cfg)
 	}
 	if ap, err := l.res.ep.PeerAddr(); err == nil {
 		pl.remote = Addr{Provider: l.network, AddrPort: ap}

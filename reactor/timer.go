@@ -127,6 +127,25 @@ func (t *Timer) StartOnce(after time.Duration) error {
 	return t.set(after, 0)
 }
 
+// StartOnceFromReactor is StartOnce for code already on the reactor thread
+// (a callback, a poller, a task): it programs the timerfd directly, without
+// the closure and hop of Call, so a timer re-armed often allocates nothing.
+func (t *Timer) StartOnceFromReactor(after time.Duration) error {
+	if after <= 0 {
+		after = 1
+	}
+	o := t.o
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.closed {
+		return ErrClosed
+	}
+	if e := setTimerfd(o.fd, after, 0); e != nil {
+		return os.NewSyscallError("timerfd_settime", e)
+	}
+	return nil
+}
+
 // Stop disarms the timer. Once Stop returns the callback does not run again
 // until the timer is started again, even if it had expired already.
 func (t *Timer) Stop() error {
