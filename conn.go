@@ -501,8 +501,8 @@ func (c *Conn) startClose() (<-chan struct{}, error) {
 	// Wake blocked readers and writers and wait for them to leave: after
 	// this nobody but the reactor touches the buffers.
 	l := c.link
-	l.rx.wake.wake()
-	l.tx.wake.wake()
+	l.rx.wake.Ring()
+	l.tx.wake.Ring()
 	c.recv.lock()
 	if c.recv.slot >= 0 {
 		c.recv.leaveBuffer() // Messages handed out from it keep it
@@ -592,7 +592,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 		return err
 	}
 	c.recv.deadline.Store(unixNano(t))
-	c.link.rx.wake.setDeadline(t)
+	c.link.rx.wake.SetDeadline(t)
 	return nil
 }
 
@@ -609,7 +609,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 		return err
 	}
 	c.send.gate.SetDeadline(&c.send.deadline, unixNano(t))
-	c.link.tx.wake.setDeadline(t)
+	c.link.tx.wake.SetDeadline(t)
 	return nil
 }
 

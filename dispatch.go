@@ -11,7 +11,7 @@ import (
 
 // The dispatcher is a subscriber connection's one goroutine: it reads the
 // link's messages and hands copies to the subscriptions of their tags,
-// keeps each tag's sequence (tagSeq) from the messages and the
+// keeps each tag's sequence (internal/tagseq) from the messages and the
 // publisher's acknowledgements and farewell, and when the link is lost
 // makes a new one and subscribes every tag again. It alone reports a
 // subscription's gaps and connection events, in the order they happen.
@@ -55,7 +55,7 @@ func (sc *subConn) run() {
 				continue // unsubscribed, still on its way
 			}
 			r := &recs[i]
-			ok, first, gap := st.seq.take(r.seq)
+			ok, first, gap := st.seq.Take(r.seq)
 			if !ok {
 				continue // from before the tag was subscribed again
 			}
@@ -113,7 +113,7 @@ func (sc *subConn) takeAcks() {
 		n := notes[i]
 		sc.incarnation = n.incarnation
 		for j, t := range n.targets {
-			t.st.seq.onAck(n.nexts[j])
+			t.st.seq.OnAck(n.nexts[j])
 			if t.gen != 0 {
 				sc.mu.Lock()
 				if t.st.upgradeGen == t.gen {
@@ -197,7 +197,7 @@ func (sc *subConn) applyFarewell(f *wire.Farewell) {
 		if st == nil {
 			continue
 		}
-		if first, n := st.seq.final(e.Next); n > 0 {
+		if first, n := st.seq.Final(e.Next); n > 0 {
 			for _, s := range st.subs {
 				if !slices.Contains(st.joining, s) {
 					s.missed(e.Tag, first, n)
@@ -217,7 +217,7 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink, known bool) err
 	tags := make([]uint64, 0, len(sc.tags))
 	for tag, st := range sc.tags {
 		tags = append(tags, tag)
-		st.seq.expectAck()
+		st.seq.ExpectAck()
 	}
 	sc.mu.RUnlock()
 	prev := sc.incarnation
@@ -245,7 +245,7 @@ func (sc *subConn) resubscribe(ctx context.Context, sl *subLink, known bool) err
 		if st == nil {
 			continue // unsubscribed meanwhile
 		}
-		if first, n := st.seq.relinked(restarted); n > 0 {
+		if first, n := st.seq.Relinked(restarted); n > 0 {
 			for _, s := range st.subs {
 				s.missed(tag, first, n)
 			}

@@ -174,14 +174,14 @@ func TestFastReadConcurrent(t *testing.T) {
 			}
 			arrivals[slot]++
 			q.ready.Push(slot)
-			q.wake.wake()
+			q.wake.Ring()
 			sent++
 		}
 		for q.free.Len() < window {
 			runtime.Gosched()
 		}
 		c.link.fail(io.EOF)
-		q.wake.wake()
+		q.wake.Ring()
 	}()
 	var (
 		mu   sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/doorbell"
 	"github.com/netio-go/netio/internal/lifecycle"
 
 	"github.com/netio-go/netio/internal/credit"
@@ -193,13 +194,13 @@ const (
 const maxInject = 512
 
 func newLink(eng *engine, owner linkOwner, stats *connStats, cfg linkConfig, network string) (*link, error) {
-	rx, err := newWaker()
+	rx, err := doorbell.New()
 	if err != nil {
 		return nil, err
 	}
-	tx, err := newWaker()
+	tx, err := doorbell.New()
 	if err != nil {
-		rx.close()
+		rx.Close()
 		return nil, err
 	}
 	l := &link{eng: eng, owner: owner, stats: stats, cfg: cfg, network: network, life: lifecycle.New(), connected: make(chan error, 1)}
@@ -224,8 +225,8 @@ func (l *link) fail(err error) {
 	case lifecycle.Open:
 		l.life.Move(lifecycle.Ended)
 		l.life.End(err)
-		l.rx.wake.wake()
-		l.tx.wake.wake()
+		l.rx.wake.Ring()
+		l.tx.wake.Ring()
 		l.afterLoop(endOwner)
 	case lifecycle.Draining:
 		l.life.Over = true // whatever failed, the close is over
@@ -293,9 +294,9 @@ func (l *link) Run() {
 
 // notify wakes a user goroutine that waits on w; one eventfd write, and
 // none while it is busy.
-func (l *link) notify(waiting *atomic.Bool, w *waker) {
+func (l *link) notify(waiting *atomic.Bool, w *doorbell.Bell) {
 	if waiting.Load() && waiting.Swap(false) {
 		l.eng.wakesInFlight.Add(1)
-		w.wake()
+		w.Ring()
 	}
 }

@@ -204,8 +204,8 @@ func (l *link) releaseResources() {
 	res.ctl.close()
 	registered.Release(res.reserved)
 	res.reserved = 0
-	l.tx.wake.close()
-	l.rx.wake.close()
+	l.tx.wake.Close()
+	l.rx.wake.Close()
 	if res.dom != nil {
 		res.dom.release()
 		res.dom = nil

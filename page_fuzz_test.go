@@ -70,7 +70,7 @@ func newFuzzConn(t testing.TB, maxMsg int) *Conn {
 		t.Fatal(err)
 	}
 	l := c.link
-	t.Cleanup(func() { l.rx.wake.close(); l.tx.wake.close() })
+	t.Cleanup(func() { l.rx.wake.Close(); l.tx.wake.Close() })
 	l.life.Move(lifecycle.Open)
 	l.sizes.maxSend, l.sizes.maxRecv = maxMsg, uint64(maxMsg)
 	return c

@@ -154,11 +154,11 @@ func (pl *pubLink) publishWaiting(ctx context.Context, tag, seq uint64, msg []by
 	if pl.p.cfg.SlowSubscriberLimit > 0 {
 		limit = pl.p.cfg.SlowSubscriberLimit
 		pl.noteFull()
-		pl.l.tx.wake.setDeadline(pl.fullSince.Add(limit))
+		pl.l.tx.wake.SetDeadline(pl.fullSince.Add(limit))
 	}
 	_, err := s.writeLocked(ctx, msg, false)
 	if limit > 0 {
-		pl.l.tx.wake.setDeadline(time.Time{})
+		pl.l.tx.wake.SetDeadline(time.Time{})
 	}
 	switch {
 	case err == nil:
@@ -232,7 +232,7 @@ func (pl *pubLink) drain(ctx context.Context) bool {
 	s := &pl.send
 	if !s.gate.LockUntil(ctx.Done()) {
 		pl.closed.Store(true)
-		pl.l.tx.wake.wake()
+		pl.l.tx.wake.Ring()
 		s.gate.Lock()
 	}
 	defer s.unlock()
@@ -241,7 +241,7 @@ func (pl *pubLink) drain(ctx context.Context) bool {
 		s.publish(flushExplicit)
 	}
 	q := &pl.l.tx
-	stop := context.AfterFunc(ctx, q.wake.wake)
+	stop := context.AfterFunc(ctx, q.wake.Ring)
 	defer stop()
 	for {
 		q.waiting.Store(true)
@@ -253,7 +253,7 @@ func (pl *pubLink) drain(ctx context.Context) bool {
 			pl.stopWaiting(&q.waiting)
 			return false
 		}
-		q.wake.wait()
+		q.wake.Wait()
 		pl.stopWaiting(&q.waiting)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/netio-go/netio/internal/sendgate"
+	"github.com/netio-go/netio/internal/turn"
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
@@ -61,7 +62,7 @@ const (
 
 // tagEntry is one tag of the table.
 type tagEntry struct {
-	turn turn
+	turn turn.Turn
 	// Under turn: the sequence number of the tag's next message, the
 	// subscribers (replaced, never changed in place), and whether the
 	// entry left the table (a Publish that found it looks again).
@@ -258,21 +259,21 @@ func (p *Publisher) Publish(ctx context.Context, tag uint64, msg []byte) error {
 			p.stats.unsubscribed.Add(1)
 			return nil
 		}
-		if !e.turn.lock(done) {
+		if !e.turn.Lock(done) {
 			return p.opError("publish", ctx.Err()) // nothing numbered, nothing sent
 		}
 		if e.dead {
-			e.turn.unlock()
+			e.turn.Unlock()
 			continue
 		}
 		if p.state.Load() != pubOpen {
-			e.turn.unlock()
+			e.turn.Unlock()
 			return p.opError("publish", net.ErrClosed)
 		}
 		seq := e.next
 		e.next++
 		err := p.deliver(ctx, tag, seq, msg, e.subs)
-		e.turn.unlock()
+		e.turn.Unlock()
 		return err
 	}
 }
@@ -475,7 +476,7 @@ func (p *Publisher) finish(waits []<-chan struct{}) {
 func (p *Publisher) stopWriters(links []*pubLink) {
 	for _, pl := range links {
 		pl.closed.Store(true)
-		pl.l.tx.wake.wake()
+		pl.l.tx.wake.Ring()
 	}
 }
 
@@ -491,15 +492,15 @@ func (p *Publisher) collectFinals(done <-chan struct{}, links []*pubLink) map[*p
 	p.tableMu.RUnlock()
 	finals := map[*pubLink][]wire.FinalSeq{}
 	for tag, e := range entries {
-		if !e.turn.lock(done) {
+		if !e.turn.Lock(done) {
 			p.stopWriters(links)
 			done = nil
-			e.turn.lock(nil)
+			e.turn.Lock(nil)
 		}
 		for _, s := range e.subs {
 			finals[s.pl] = append(finals[s.pl], wire.FinalSeq{Tag: tag, Next: e.next})
 		}
-		e.turn.unlock()
+		e.turn.Unlock()
 	}
 	return finals
 }

@@ -148,7 +148,7 @@ func (pl *pubLink) apply(kind uint8, r wire.Request, slot uint32) {
 			held = append(held, e)
 		} else if e := p.lockEntry(tag, false); e != nil {
 			p.leave(e, tag, pl)
-			e.turn.unlock()
+			e.turn.Unlock()
 		}
 	}
 	pl.tagsMu.Lock()
@@ -162,7 +162,7 @@ func (pl *pubLink) apply(kind uint8, r wire.Request, slot uint32) {
 	pl.tagsMu.Unlock()
 	p.eng.r.Call(func() { pl.sendAck(&a, slot) })
 	for _, e := range held {
-		e.turn.unlock()
+		e.turn.Unlock()
 	}
 }
 
@@ -193,7 +193,7 @@ func (pl *pubLink) leaveAll() []wire.FinalSeq {
 		if e := pl.p.lockEntry(tag, false); e != nil {
 			finals = append(finals, wire.FinalSeq{Tag: tag, Next: e.next})
 			pl.p.leave(e, tag, pl)
-			e.turn.unlock()
+			e.turn.Unlock()
 		}
 	}
 	return finals
@@ -217,11 +217,11 @@ func (p *Publisher) lockEntry(tag uint64, create bool) *tagEntry {
 			}
 			p.tableMu.Unlock()
 		}
-		e.turn.lock(nil)
+		e.turn.Lock(nil)
 		if !e.dead {
 			return e
 		}
-		e.turn.unlock()
+		e.turn.Unlock()
 	}
 }
 

@@ -3,7 +3,6 @@ package netio
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/netio-go/netio/internal/doorbell"
 	"github.com/netio-go/netio/internal/ring"
@@ -30,7 +29,7 @@ type sendQueue struct {
 	head    atomic.Uint64
 	done    atomic.Uint64
 	waiting atomic.Bool // a writer waits for a buffer: the reactor wakes it
-	wake    *waker
+	wake    *doorbell.Bell
 }
 
 // buf is the send buffer of sequence number seq.
@@ -66,7 +65,7 @@ type recvQueue struct {
 	// though the link may still be open for sending (the peer's
 	// CloseWrite).
 	fin  atomic.Bool
-	wake *waker
+	wake *doorbell.Bell
 }
 
 // payload is the data of buffer slot, as its header describes it.
@@ -85,17 +84,3 @@ func (q *recvQueue) giveBack(slot uint32) bool {
 	q.freeMu.Unlock()
 	return n >= q.kickAt || q.urgent.Load()
 }
-
-// waker is a queue's doorbell (internal/doorbell): the reactor rings it to
-// wake the goroutine that waits on the queue. The conversion costs nothing.
-type waker doorbell.Bell
-
-func newWaker() (*waker, error) {
-	b, err := doorbell.New()
-	return (*waker)(b), err
-}
-
-func (w *waker) wake()                   { (*doorbell.Bell)(w).Ring() }
-func (w *waker) wait() error             { return (*doorbell.Bell)(w).Wait() }
-func (w *waker) setDeadline(t time.Time) { (*doorbell.Bell)(w).SetDeadline(t) }
-func (w *waker) close()                  { (*doorbell.Bell)(w).Close() }

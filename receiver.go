@@ -601,11 +601,11 @@ func (r *receiver) waitReadable(ctx context.Context) error {
 		// The end of ctx wakes the parked reader, as a deadline does. A
 		// wake that comes after it has left makes a later wait return
 		// early, and its caller looks again.
-		stop := context.AfterFunc(ctx, q.wake.wake)
+		stop := context.AfterFunc(ctx, q.wake.Ring)
 		defer stop()
 	}
 	r.l.eng.parks.Add(1)
-	err := q.wake.wait()
+	err := q.wake.Wait()
 	c.stopWaiting(&q.waiting)
 	if ctx.Err() != nil && !r.closed.Load() && !r.arrived() {
 		return c.opError("read", ctx.Err())

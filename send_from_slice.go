@@ -63,7 +63,7 @@ const (
 // writeLent is writeMessage for a message that lends: inside the gate,
 // after writable. The gate stays held until the message is sent or copied
 // in, so that this writer is the only one waiting on the send queue's
-// waker.
+// doorbell.
 func (s *sender) writeLent(ctx context.Context, p []byte) (int, error) {
 	w := s.frames
 	if s.open {
@@ -157,7 +157,7 @@ func (s *sender) awaitLent(first, end uint64) error {
 			s.pin = runtime.Pinner{}
 			return s.deadErr()
 		}
-		err := q.wake.wait()
+		err := q.wake.Wait()
 		c.stopWaiting(&q.waiting)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
@@ -165,7 +165,7 @@ func (s *sender) awaitLent(first, end uint64) error {
 			// poll until it completes.
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Millisecond)
-		case err != nil: // the waker closed: so did the endpoint
+		case err != nil: // the doorbell closed: so did the endpoint
 			if s.closed.Load() {
 				return c.opError("write", net.ErrClosed)
 			}

@@ -299,7 +299,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 	}
 	var stop func() bool
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, q.wake.wake)
+		stop = context.AfterFunc(ctx, q.wake.Ring)
 		defer stop()
 	}
 	for {
@@ -323,7 +323,7 @@ func (s *sender) waitWritable(ctx context.Context, head uint64) error {
 			c.stopWaiting(&q.waiting)
 			return c.opError("write", ErrWouldBlock)
 		}
-		err := q.wake.wait()
+		err := q.wake.Wait()
 		c.stopWaiting(&q.waiting)
 		if errors.Is(err, os.ErrDeadlineExceeded) && q.full(head) {
 			return c.opError("write", os.ErrDeadlineExceeded)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio/internal/tagseq"
 	"github.com/netio-go/netio/internal/wire"
 )
 
@@ -346,7 +347,7 @@ type tagState struct {
 	upgradeAcked bool
 	upgradeAt    uint64
 
-	seq tagSeq // the dispatcher's
+	seq tagseq.Seq // the dispatcher's
 }
 
 // subLink is a subscriber's link to a publisher.
@@ -515,7 +516,7 @@ func (sc *subConn) add(s *Subscription, tags []uint64) (fresh []uint64) {
 		s.tags[tag] = struct{}{}
 		st := sc.tags[tag]
 		if st == nil {
-			st = &tagState{seq: newTagSeq()}
+			st = &tagState{seq: tagseq.New()}
 			sc.tags[tag] = st
 			fresh = append(fresh, tag)
 		} else {
@@ -803,7 +804,7 @@ func (sc *subConn) close(inDispatcher bool) {
 		sc.cancel()
 		if sl := sc.cur.Load(); sl != nil {
 			sl.closed.Store(true)
-			sl.l.rx.wake.wake() // the dispatcher's read sees the close
+			sl.l.rx.wake.Ring() // the dispatcher's read sees the close
 		}
 	})
 	if inDispatcher {
