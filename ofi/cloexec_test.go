@@ -10,11 +10,17 @@ import (
 
 // noInherit marks close-on-exec the descriptors its call opened, also one
 // that reuses the number of the descriptor it lists them with, and leaves
-// alone one that was open before.
+// alone one that was open before without close-on-exec (under a number
+// it has not seen with close-on-exec: cloexec.go).
 func TestNoInheritMarksNewDescriptors(t *testing.T) {
-	old, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer unix.Close(sock)
+	const old = 4000 // a number no other test uses
+	if err := unix.Dup3(sock, old, 0); err != nil {
+		t.Skipf("dup3 to %d: %v", old, err)
 	}
 	defer unix.Close(old)
 	var pair [2]int
