@@ -22,20 +22,21 @@ import (
 //
 // Which descriptors to mark: after the call, every descriptor without
 // close-on-exec is libfabric's (Go opens all of its own with it), except
-// those the program keeps inheritable on purpose (a child may be meant to
-// have them), which are never touched. Numbers alone cannot tell them
-// apart: another thread may close a descriptor during the call (the
-// reactor closing a connection while a Dial opens one) and libfabric reuse
-// its number. So noInherit keeps a classification of the numbers it has
-// seen: a number that appears is looked at once (F_GETFD), and after the
-// call every descriptor but the inheritable ones is marked with
+// those the process had without it when netio first called libfabric
+// (inherited from its parent, or opened so on purpose), which are never
+// touched. They are listed once (/proc/self/fd and F_GETFD); after each
+// call every other descriptor from 3 up is marked with
 // close_range(CLOSE_RANGE_CLOEXEC), a few system calls whatever the number
-// of descriptors (a look at every descriptor on every call made opening
-// the 1,000th connection cost thousands of system calls); the few
-// inheritable ones are looked at again on every call. An inheritable
-// descriptor the program opens under a number noInherit last saw with
-// close-on-exec is marked at its next call. Where close_range cannot mark
-// (Linux before 5.11), only the numbers that appeared during the call are.
+// of descriptors. Comparing lists of numbers before and after each call,
+// as netio once did, missed a descriptor opened under the number of one
+// another thread closed during the call (the reactor closing a connection
+// while a Dial opens one), and listing /proc/self/fd on every call made
+// opening the 1,000th connection take milliseconds. A descriptor the
+// program opens later without close-on-exec is marked at netio's next
+// call: os/exec gives a child its Files and ExtraFiles whatever their
+// flag, so only a raw fork and exec (C code, syscall.Exec) would miss it.
+// Where close_range cannot mark (Linux before 5.11), the lists are still
+// compared, and only the numbers that appeared during the call are marked.
 // The calls are those that open fabrics, domains, queues and endpoints,
 // connect and accept, and the reads of a listening queue that may accept
 // a socket; none is on the path of a message.
@@ -115,71 +116,37 @@ func parseFDs(b []byte, s *fdSet) {
 
 var fdSets = sync.Pool{New: func() any { return new(fdSet) }}
 
-// fdClasses is what noInherit knows of the process's descriptors.
-type fdClasses struct {
-	mu    sync.Mutex
-	seen  fdSet // the numbers open at the last look
-	inh   fdSet // of those, the ones without close-on-exec, left alone
-	ready bool
-	// byRange: close_range(CLOSE_RANGE_CLOEXEC) works here.
-	byRange bool
+// kept is what noInherit leaves alone: the descriptors without
+// close-on-exec at its first call.
+var kept struct {
+	once    sync.Once
+	inh     fdSet
+	byRange bool // close_range(CLOSE_RANGE_CLOEXEC) works here
 }
 
-var classes fdClasses
-
-// look lists the open descriptors into cur and classifies the numbers
-// that appeared since the last look; false if they cannot be listed.
-func (c *fdClasses) look(cur *fdSet) bool {
-	if !openFDs(cur) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ready {
-		c.ready = true
-		c.byRange = unix.CloseRange(1<<30, 1<<30, unix.CLOSE_RANGE_CLOEXEC) == nil
-	}
-	for i, w := range cur.words {
-		if i < len(c.seen.words) {
-			w &^= c.seen.words[i]
+// keep lists, once, the descriptors without close-on-exec.
+func keep() {
+	kept.once.Do(func() {
+		kept.byRange = unix.CloseRange(1<<30, 1<<30, unix.CLOSE_RANGE_CLOEXEC) == nil
+		if !openFDs(&kept.inh) {
+			return
 		}
-		for ; w != 0; w &= w - 1 {
-			fd := i*64 + bits.TrailingZeros64(w)
-			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
-				c.inh.add(fd)
-			} else {
-				c.inh.remove(fd)
+		for i, w := range kept.inh.words {
+			for ; w != 0; w &= w - 1 {
+				fd := i*64 + bits.TrailingZeros64(w)
+				if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
+					kept.inh.remove(fd)
+				}
 			}
 		}
-	}
-	// The inheritable ones, few, are looked at again every time: one may
-	// have been closed since and its number reused by a descriptor Go
-	// opened with close-on-exec, which libfabric's may reuse in turn.
-	for i := range c.inh.words {
-		if i >= len(cur.words) {
-			c.inh.words[i] = 0
-			continue
-		}
-		w := c.inh.words[i] & cur.words[i]
-		c.inh.words[i] = w
-		for ; w != 0; w &= w - 1 {
-			fd := i*64 + bits.TrailingZeros64(w)
-			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC != 0 {
-				c.inh.remove(fd)
-			}
-		}
-	}
-	c.seen.words = append(c.seen.words[:0], cur.words...)
-	return true
+	})
 }
 
-// markAll marks close-on-exec every descriptor from 3 up but the
-// inheritable ones.
-func (c *fdClasses) markAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// markAllButKept marks close-on-exec every descriptor from 3 up but the
+// kept ones.
+func markAllButKept() {
 	lo := uint(3)
-	for i, w := range c.inh.words {
+	for i, w := range kept.inh.words {
 		for ; w != 0; w &= w - 1 {
 			fd := uint(i*64 + bits.TrailingZeros64(w))
 			if fd >= lo {
@@ -198,15 +165,17 @@ func (c *fdClasses) markAll() {
 func noInherit(call func()) {
 	syscall.ForkLock.RLock()
 	defer syscall.ForkLock.RUnlock()
-	before := fdSets.Get().(*fdSet)
-	defer fdSets.Put(before)
-	listed := classes.look(before)
-	call()
-	if !listed {
+	keep()
+	if kept.byRange {
+		call()
+		markAllButKept()
 		return
 	}
-	if classes.byRange {
-		classes.markAll()
+	before := fdSets.Get().(*fdSet)
+	defer fdSets.Put(before)
+	listed := openFDs(before)
+	call()
+	if !listed {
 		return
 	}
 	after := fdSets.Get().(*fdSet)

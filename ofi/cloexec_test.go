@@ -3,26 +3,23 @@
 package ofi
 
 import (
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// noInherit marks close-on-exec the descriptors its call opened, also one
-// that reuses the number of the descriptor it lists them with, and leaves
-// alone one that was open before without close-on-exec (under a number
-// it has not seen with close-on-exec: cloexec.go).
+// noInherit marks close-on-exec the descriptors its call opened, and
+// leaves alone one that was without close-on-exec when it was first called
+// (here: first after a reset of what it keeps).
 func TestNoInheritMarksNewDescriptors(t *testing.T) {
-	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	old, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(sock)
-	const old = 4000 // a number no other test uses
-	if err := unix.Dup3(sock, old, 0); err != nil {
-		t.Skipf("dup3 to %d: %v", old, err)
-	}
 	defer unix.Close(old)
+	forgetKept()
+	defer forgetKept()
 	var pair [2]int
 	noInherit(func() { pair, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0) })
 	if err != nil {
@@ -66,4 +63,29 @@ func TestNoInheritMarksReusedNumber(t *testing.T) {
 	if err != nil || fl&unix.FD_CLOEXEC == 0 {
 		t.Errorf("descriptor %d, opened in the call under a number closed in it, is not close-on-exec", reused)
 	}
+}
+
+// A descriptor opened without close-on-exec after noInherit's first call
+// is marked at its next call (cloexec.go says why that is harmless).
+func TestNoInheritMarksLaterInheritable(t *testing.T) {
+	noInherit(func() {})
+	if !kept.byRange {
+		t.Skip("no close_range(CLOSE_RANGE_CLOEXEC) here: only new numbers are marked")
+	}
+	late, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(late)
+	noInherit(func() {})
+	fl, err := unix.FcntlInt(uintptr(late), unix.F_GETFD, 0)
+	if err != nil || fl&unix.FD_CLOEXEC == 0 {
+		t.Errorf("descriptor %d, opened after the first call, is not close-on-exec", late)
+	}
+}
+
+// forgetKept makes the next noInherit list the kept descriptors anew.
+func forgetKept() {
+	kept.once = sync.Once{}
+	kept.inh = fdSet{}
 }
