@@ -24,8 +24,6 @@ type engine struct {
 	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
 	nextToken uint64
 	dirty     []driven      // links whose CQ was used since the last fi_trywait
-	quiet     []uint8       // per dirty link: rounds in a row it had nothing to do
-	one       ofi.WaitList  // one link's queue, for pruneQuiet
 	idle      []idleWatcher // open pages watched for a pause of their writer
 	idleTick  timed         // a sleeping reactor's next look for paused writers
 	nextIdle  time.Time     // Poll looks for paused writers from then on
@@ -379,54 +377,15 @@ func (e *engine) Poll() bool {
 		if d.urgent() {
 			continue
 		}
-		worked := d.pollCQ()
-		if worked {
+		if d.pollCQ() {
 			busy = true
 			e.pollUrgent()
 		}
 		if d.postDeferred() {
-			worked = true
 			e.pollUrgent()
 		}
-		if worked && i < len(e.quiet) {
-			e.quiet[i] = 0
-		}
 	}
-	e.pruneQuiet()
 	return busy
-}
-
-// quietRounds is how many rounds in a row a busy link must find nothing
-// to do before pruneQuiet arms its queue alone: more than a round trip's
-// wait on a busy link, so that such a link stays polled.
-const quietRounds = 64
-
-// pruneQuiet takes out of the busy list the links quiet for quietRounds
-// whose queue fi_trywait alone finds empty (and arms): their descriptor
-// brings them back. Without it the list holds every link that was used
-// since the reactor last slept, and a reactor kept awake (by one busy
-// connection, or by hundreds of idle ones taking turns to beat) reads
-// every one of them on every round.
-func (e *engine) pruneQuiet() {
-	kept := 0
-	for i, d := range e.dirty {
-		q := e.quiet[i]
-		if q < quietRounds {
-			q++
-		} else if f, cq := d.queue(); cq != nil {
-			e.one.Reset()
-			e.one.Add(cq)
-			if ok, err := f.fabric.TryWait(&e.one); err == nil && ok {
-				d.setDirty(false)
-				continue
-			}
-			q = 0
-		}
-		e.dirty[kept], e.quiet[kept] = d, q
-		kept++
-	}
-	clear(e.dirty[kept:])
-	e.dirty, e.quiet = e.dirty[:kept], e.quiet[:kept]
 }
 
 // pollUrgent polls the busy links whose traffic is latency-sensitive.
@@ -437,17 +396,13 @@ func (e *engine) pollUrgent() bool {
 		if !d.urgent() {
 			continue
 		}
-		worked := d.pollCQ()
+		if d.pollCQ() {
+			busy = true
+		}
 		// What the owner wrote goes now, not when its kick comes up
 		// in the task ring, behind the bulk links' turns.
 		if d.postWritten() {
-			worked = true
-		}
-		if worked {
 			busy = true
-			if i < len(e.quiet) { // pollCQ may have ended a link
-				e.quiet[i] = 0
-			}
 		}
 	}
 	return busy
@@ -490,7 +445,7 @@ func (e *engine) TryWait() bool {
 			d.setDirty(false)
 		}
 		clear(e.dirty)
-		e.dirty, e.quiet = e.dirty[:0], e.quiet[:0]
+		e.dirty = e.dirty[:0]
 	}
 	return ok
 }
@@ -547,7 +502,6 @@ func (e *engine) forgetIdle(w idleWatcher) {
 func (e *engine) markDirty(d driven) {
 	if !d.setDirty(true) {
 		e.dirty = append(e.dirty, d)
-		e.quiet = append(e.quiet, 0)
 	}
 }
 
@@ -557,7 +511,6 @@ func (e *engine) forget(d driven) {
 		for i, x := range e.dirty {
 			if x == d {
 				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
-				e.quiet = append(e.quiet[:i], e.quiet[i+1:]...)
 				break
 			}
 		}
