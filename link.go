@@ -71,7 +71,7 @@ type link struct {
 	ctlSlot    uint32 // the buffer of the control message being handled
 	ctlHeld    bool   // its owner keeps it (holdControl)
 	// phase is the deadline of the set-up of an accepted link, then of
-	// its close (accept_deadlines.go); setupStats counts a set-up that
+	// its close (acceptor.go); setupStats counts a set-up that
 	// missed it.
 	phase      timed
 	setupStats *acceptStats
