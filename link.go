@@ -58,7 +58,7 @@ type link struct {
 	ctlOut      [][]byte               // the owner's control messages waiting to go, kind first
 	onMessage   func(msg []byte)       // data on the reactor (Config.OnMessage), or nil
 	inline      page.InlineReader      // onMessage's position in the received buffers
-	packed      openSealer             // the owner's sender, when it packs (packing.go)
+	packed      openSealer             // the owner's sender, when it packs (packing, sender.go)
 	connected   chan error             // the handshake's outcome, for Dial
 	authReq     [wire.AuthTrailer]byte // dialing with a key: our request's authenticator
 	// farewell, when the owner sets it, is its last word: called once, as
