@@ -399,6 +399,9 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
+// nilOption is the error for a nil Option, the i-th of its call.
+func nilOption(i int) error { return invalid("option %d is nil", i) }
+
 func checkMode(m Mode) error {
 	if m > HighThroughput {
 		return invalid("unknown mode %d", m)

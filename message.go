@@ -65,6 +65,26 @@ func (m Message) Tag() uint64 { return m.tag }
 // many messages lost. 0 for messages of a Conn.
 func (m Message) Seq() uint64 { return m.seq }
 
+// usedAfterRelease is what Bytes panics with after Release: the buffer
+// may hold another message by then, or be filling with one.
+const usedAfterRelease = "netio: Message used after Release"
+
+// released reports whether m has been released, where what holds its
+// bytes can tell: every Message but the zero one and a subscription's
+// message too large for its arena (whose bytes are its own and stay
+// valid).
+func (m Message) released() bool {
+	switch {
+	case m.own == nil:
+		return false
+	case m.slot >= 0:
+		return (*receiver)(m.own).q.lending.isBack(m.slot, m.gen, m.idx)
+	case m.slot == slotChunk:
+		return (*chunk)(m.own).isBack(m.gen, m.idx)
+	}
+	return (*spareBuf)(m.own).gen.Load() != m.gen
+}
+
 // Bytes returns the message, valid until Release. Appending to it
 // allocates a copy: its capacity ends with the message. Called after
 // Release it panics, as a second Release does: the buffer may hold another
