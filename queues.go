@@ -54,7 +54,7 @@ type recvQueue struct {
 	ready   *ring.SPSC // reactor to reader
 	free    *ring.SPSC // back to the reactor; producers serialised by freeMu
 	freeMu  sync.Mutex
-	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (message_loans.go)
+	refs    []atomic.Int32 // per buffer: words of lent Messages not all back (lending, message.go)
 	lending lending        // which Messages are out, to catch a second Release
 	kickAt  int            // free buffers that make it worth waking the reactor
 	urgent  atomic.Bool    // the peer is out of credit: hand buffers back at once
