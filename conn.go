@@ -565,6 +565,31 @@ func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: c.network, Source: &c.local, Addr: &c.remote, Err: err}
 }
 
+// errZeroConn is the error of every call on a Conn that Dial, DialContext
+// or Accept did not make (the zero Conn, a nil *Conn): an error instead of
+// a panic deep inside.
+var errZeroConn = errors.New("netio: Conn not made by Dial, DialContext or Accept")
+
+// ok reports whether c was made by Dial or Accept, as net's conn.ok does.
+func (c *Conn) ok() bool { return c != nil && c.link != nil }
+
+// zeroError is the error of op on a Conn that is not ok.
+func zeroError(op string) error {
+	return &net.OpError{Op: op, Net: "netio", Err: errZeroConn}
+}
+
+// settable is nil when c's deadlines may be set: c was made by Dial or
+// Accept and is not closed (net's conns fail then with ErrClosed too).
+func (c *Conn) settable() error {
+	switch {
+	case !c.ok():
+		return zeroError("set")
+	case c.closed.Load():
+		return c.opError("set", net.ErrClosed)
+	}
+	return nil
+}
+
 // LocalAddr returns the local address.
 func (c *Conn) LocalAddr() net.Addr { return &c.local }
 

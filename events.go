@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 )
 
+// The events of publishers and subscriptions, what their Events channels
+// carry, and the queue that never blocks whoever reports one.
+
 // EventKind says what an Event reports.
 type EventKind uint8
 

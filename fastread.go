@@ -12,7 +12,7 @@ import (
 // VM each locked instruction costs 6 to 15 ns, and NextMessage+Release of a
 // 64-byte message paid three of them: the read lock, its unlock and the
 // Release. The position of the next record in the page, the number of the
-// next Message lent from it (message_loans.go) and an epoch are one word, state;
+// next Message lent from it (lending, message.go) and an epoch are one word, state;
 // a reader that has read the record at that position claims it by moving
 // the word past it. Concurrent readers stay safe: of two that read the same
 // position, one CAS fails and that reader looks again.

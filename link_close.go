@@ -12,6 +12,9 @@ import (
 	"github.com/netio-go/netio/ofi"
 )
 
+// A link's close: the FIN after what was written, the linger, and the
+// release of its libfabric objects.
+
 // stopCQ stops watching the queue of a link that has ended, so a dead
 // endpoint cannot keep the reactor awake.
 func (l *link) stopCQ() {

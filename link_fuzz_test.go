@@ -18,7 +18,7 @@ import (
 // the window, the kinds, FIN, and the page format's Check) into a Conn of
 // either mode, and reads them back, or takes them through Config.OnMessage
 // on a LowLatency one (the reactor's page.InlineReader). Both modes receive
-// pages: HighThroughput ones filled, LowLatency ones packed (packing.go).
+// pages: HighThroughput ones filled, LowLatency ones packed (packing, sender.go).
 // The Conn is held to linkModel, written from the wire format's
 // description: the same messages, the same bytes, the same end (io.EOF,
 // or the first violation's ErrProtocol or ErrMessageTooLarge, or

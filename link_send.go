@@ -168,7 +168,7 @@ func (l *link) postData(segs []ofi.Segment, tail []byte) (bool, error) {
 	l.gives = l.gives[:0]
 	// Injected sends were copied and have no completion: done now.
 	// No completion brings the reactor back either, for what was
-	// written meanwhile into the open buffer (packing.go): a kick
+	// written meanwhile into the open buffer (packing, sender.go): a kick
 	// does, on its next round.
 	injected := false
 	for _, sg := range segs[:n] {

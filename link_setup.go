@@ -18,6 +18,10 @@ import (
 	"github.com/netio-go/netio/ofi"
 )
 
+// A link's set-up: its endpoint and buffers opened, the handshake (hello,
+// connect or accept, the memory it registers) and the connection-management
+// events of its endpoint.
+
 // openEndpoint opens the endpoint, queue and receive buffers of l from info and
 // posts every receive buffer, so the peer may send as soon as it is
 // connected. The queue is watched only once connected (watchCQ). An

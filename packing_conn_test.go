@@ -14,7 +14,7 @@ import (
 )
 
 // LowLatency connections pack the messages queued behind sends in flight
-// (packing.go). Whatever shares a buffer, a reader sees each message once,
+// (packing, sender.go). Whatever shares a buffer, a reader sees each message once,
 // whole, and in the order each writer wrote it.
 
 const (

@@ -14,7 +14,7 @@ import (
 	"github.com/netio-go/netio/internal/wire"
 )
 
-// The packing rule (packing.go) on a Conn reduced to its buffers, as in
+// The packing rule (packing, sender.go) on a Conn reduced to its buffers, as in
 // the fuzz targets: no libfabric, a closed reactor, and the test playing
 // the reactor's part: completing sends (sentPages) and sealing what it is
 // about to post (sealOpen).

@@ -31,7 +31,7 @@ type receiver struct {
 	slot   int         // receive buffer being read; -1 if none
 	pos    page.Cursor // position in the messages of slot
 	lent   int32       // Messages handed out from slot on this visit
-	gen    uint32      // slot's generation, once Messages are lent (message_loans.go)
+	gen    uint32      // slot's generation, once Messages are lent (lending, message.go)
 	msgs   uint64      // messages read
 	bytes  uint64      // their bytes
 	failed error       // what the peer sent did not decode

@@ -20,8 +20,9 @@ import (
 // goroutine, inside the send gate: Write and its kin, Flush, and Close's
 // last flush. The reactor enters the gate only to seal a page that waited
 // too long (pageWatch), or on a LowLatency connection the buffer that
-// packed the messages queued behind sends in flight (packing.go). It fills send buffers in order and publishes each
-// by advancing the send queue's head; the reactor does the rest.
+// packed the messages queued behind sends in flight (packing). It fills
+// send buffers in order and publishes each by advancing the send queue's
+// head; the reactor does the rest.
 type sender struct {
 	half
 	q      *sendQueue
@@ -29,7 +30,7 @@ type sender struct {
 	frames *page.Writer // set once at connect
 	lazy   bool         // frames wait to fill: a pageWatch flushes them
 	watch  *pageWatch   // nil unless lazy
-	pack   bool         // frames are packed: see packing.go
+	pack   bool         // frames are packed: see packing
 	packing
 
 	open    bool          // a buffer is being filled: the one at q.head
@@ -214,6 +215,238 @@ func (s *sender) seal(cause flushCause) {
 func (s *sender) publish(cause flushCause) {
 	s.seal(cause)
 	s.l.kick()
+}
+
+// Packing is how a LowLatency connection batches by itself, the way
+// ZeroMQ does, without a flush timer. Its buffers are pages of
+// length-prefixed records (internal/page), sealed by this rule:
+//
+//   - A message written while every buffer sealed before it has completed
+//     (the link is idle) is sealed and sent at once: a lone message waits
+//     for nothing.
+//   - A message written while sends are in flight, or sealed and not yet
+//     posted, is left in the open buffer, and the reactor is kicked. The
+//     messages written after it join it, until the reactor is about to
+//     post the buffer (nothing sealed waits and a credit is free): then it
+//     seals it (sealOpen) and posts everything queued as one fabric send.
+//
+// So each fi_send carries what was written while the previous one was
+// going out, and a stream of small messages costs a send per batch rather
+// than per message (docs/decisions/2026-11-23-packing.md).
+//
+// The reactor never waits for a writer: it enters the send gate with one
+// CAS, and when a writer is inside it leaves want set instead, which the
+// writer looks at on its way out (sender.unlock) and seals for it. Either
+// the reactor's CAS sees the gate free or the writer sees want: the
+// reactor stores want before its CAS, the writer frees the gate before it
+// loads want, and atomics are sequentially consistent.
+type packing struct {
+	pending atomic.Bool // a buffer is left open for the reactor to seal
+	want    atomic.Bool // the reactor found the gate taken: the writer seals
+}
+
+// openSealer is a sender with packed buffers as its link sees it.
+type openSealer interface {
+	// sealOpen seals the buffer left open for the reactor, if any. On the
+	// reactor, when it is about to post.
+	sealOpen()
+}
+
+// settle is the packing rule for a message that ended in the open buffer,
+// which has room left. Inside the gate.
+func (s *sender) settle() {
+	if s.q.done.Load() == s.q.head.Load() {
+		s.publish(flushFull) // idle: at once
+		return
+	}
+	s.pending.Store(true)
+	s.l.kick()
+}
+
+// sealed is the open buffer sealed: whatever was pending or wanted is
+// done. Inside the gate.
+func (s *sender) sealed() {
+	s.pending.Store(false)
+	s.want.Store(false)
+}
+
+// unlock lets the gate go, and seals the open buffer if the reactor asked
+// for it while the writer was inside.
+// Write's fast path spells it out, as a call to unlock does not inline.
+func (s *sender) unlock() {
+	s.gate.Unlock()
+	if s.pack && s.want.Load() {
+		s.sealWanted()
+	}
+}
+
+// sealWanted seals the open buffer for the reactor if it asked, unless
+// someone else took the gate in between: a writer sees want on its own way
+// out, the reactor seals.
+func (s *sender) sealWanted() {
+	for s.want.Load() && s.gate.TryLock() {
+		if s.want.Load() && s.open {
+			s.publish(flushFull)
+		}
+		s.want.Store(false)
+		s.gate.Unlock()
+	}
+}
+
+func (s *sender) sealOpen() {
+	if !s.pending.Load() {
+		return
+	}
+	s.want.Store(true)
+	if !s.gate.TryReactor() {
+		return // the writer inside seals on its way out
+	}
+	if s.open {
+		s.seal(flushFull)
+	}
+	s.want.Store(false)
+	s.gate.Unlock()
+}
+
+// pageWatch sends the pages a writer leaves open: after FlushInterval at
+// the latest, and as soon as the writer pauses (unless NoIdleFlush). It is
+// the reactor's side of a lazy framing; it seals a page only when it gets
+// the send gate with one CAS (a writer inside is busy, not paused, and is
+// looked at again later), so it never waits for a user's goroutine.
+//
+// Where each page's send comes from: the writer seals it when it is full
+// or on Flush and Close (sender), the flush timer when it has waited
+// FlushInterval (onTimer), the idle look when its writer wrote nothing
+// between two looks (checkIdle). All of them call sender.seal.
+type pageWatch struct {
+	s        *sender
+	l        *link
+	interval time.Duration
+	noIdle   bool
+
+	scheduled atomic.Bool // notify queued a look on the reactor
+
+	// Reactor only.
+	flush      timed     // the flush deadline, on the engine's clock
+	seenOpened uint64    // sender.opened at the last look
+	since      time.Time // when the open page was first seen
+	watched    bool      // in the engine's idle list
+	seenMsgs   uint64    // sender.msgs at the last idle look
+}
+
+// flushRetry is how soon the flush timer looks again when a writer is
+// inside the gate (copying a large message, or waiting for a buffer).
+const flushRetry = 10 * time.Millisecond
+
+// newPageWatch makes the watch of s; on the reactor.
+func newPageWatch(s *sender, l *link, cfg *Config) *pageWatch {
+	w := &pageWatch{s: s, l: l, interval: cfg.FlushInterval, noIdle: cfg.NoIdleFlush}
+	w.flush.Value = w.onTimer
+	return w
+}
+
+// notify tells the reactor that the writer opened a page. Any goroutine;
+// one task queued at a time.
+func (w *pageWatch) notify() {
+	if !w.scheduled.Load() && w.scheduled.CompareAndSwap(false, true) {
+		if w.l.eng.r.Submit(w) != nil {
+			w.scheduled.Store(false)
+		}
+	}
+}
+
+// Run notices a page opened since the last look: it arms the flush timer
+// and the pause watch. On the reactor.
+func (w *pageWatch) Run() {
+	w.scheduled.Store(false)
+	if !w.l.flowing() {
+		return
+	}
+	opened := w.s.opened.Load()
+	if opened == w.seenOpened {
+		return
+	}
+	w.seenOpened = opened
+	w.since = time.Now()
+	if !w.flush.Queued() {
+		w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
+	}
+	if !w.noIdle {
+		w.l.eng.watchIdle(w)
+	}
+}
+
+// onTimer sends a page that has waited FlushInterval.
+func (w *pageWatch) onTimer(now time.Time) {
+	if !w.l.flowing() {
+		return
+	}
+	if !w.s.gate.TryReactor() {
+		w.l.eng.clock.at(&w.flush, now.Add(min(flushRetry, w.interval)))
+		return
+	}
+	sealed := false
+	if w.s.open {
+		if opened := w.s.opened.Load(); opened != w.seenOpened {
+			w.seenOpened, w.since = opened, now
+		}
+		if now.Sub(w.since) >= w.interval {
+			w.s.seal(flushTimer)
+			sealed = true
+		} else {
+			w.l.eng.clock.at(&w.flush, w.since.Add(w.interval))
+		}
+	}
+	w.s.gate.Unlock()
+	if sealed {
+		w.l.service()
+	}
+}
+
+// checkIdle seals the open page when its writer has written nothing into
+// it since the last look: the writer paused, and waiting longer would only
+// delay what it wrote. It reports whether to stop watching (no page is
+// open any more) and whether it sealed; after a seal the link sends.
+func (w *pageWatch) checkIdle() (done, sealed bool) {
+	if !w.l.flowing() {
+		return true, false
+	}
+	if !w.s.gate.TryReactor() {
+		return false, false // a writer is inside: not a pause
+	}
+	switch {
+	case !w.s.open:
+		done = true
+	case w.s.msgs != w.seenMsgs:
+		w.seenMsgs = w.s.msgs
+	default:
+		w.s.seal(flushIdle)
+		done, sealed = true, true
+	}
+	w.s.gate.Unlock()
+	if sealed {
+		w.l.service()
+	}
+	return done, sealed
+}
+
+// startIdle is the engine starting to watch w.
+func (w *pageWatch) startIdle() bool {
+	if w.watched {
+		return false
+	}
+	w.watched, w.seenMsgs = true, ^uint64(0)
+	return true
+}
+
+// stopIdle is the engine no longer watching w.
+func (w *pageWatch) stopIdle() { w.watched = false }
+
+// close takes the watch off the engine; on the reactor, when the link is
+// released.
+func (w *pageWatch) close() {
+	w.l.eng.forgetIdle(w)
+	w.l.eng.clock.cancel(&w.flush)
 }
 
 // delivered is how many messages have been handed to the reactor. Any
