@@ -83,6 +83,26 @@ func ctlSubscriberChild() {
 		os.Exit(0) // the parent is gone
 	}()
 	next := map[uint64]uint64{} // per tag: received or missed up to here
+	// A gap's event and the messages before it travel on different
+	// channels, and this child may read the event first (it reads events
+	// even while it does not read C): a gap is kept until the tag's
+	// sequence reaches it.
+	gaps := map[uint64][][2]uint64{}
+	skipGaps := func(tag uint64) {
+		for moved := true; moved; {
+			moved = false
+			kept := gaps[tag][:0]
+			for _, g := range gaps[tag] {
+				switch {
+				case g[0] <= next[tag] && next[tag] <= g[1]:
+					next[tag], moved = g[1]+1, true
+				case g[1] >= next[tag]:
+					kept = append(kept, g)
+				}
+			}
+			gaps[tag] = kept
+		}
+	}
 	var received, bad uint64
 	type at struct{ tag, seq uint64 }
 	var waits []at
@@ -129,8 +149,9 @@ func ctlSubscriberChild() {
 				events = nil
 				continue
 			}
-			if ev.Kind == netio.EventGap && next[ev.Tag] == ev.From {
-				next[ev.Tag] = ev.To + 1
+			if ev.Kind == netio.EventGap {
+				gaps[ev.Tag] = append(gaps[ev.Tag], [2]uint64{ev.From, ev.To})
+				skipGaps(ev.Tag)
 			}
 			out <- ctlEventLine(ev)
 			if ev.Kind == netio.EventClosed {
@@ -155,6 +176,7 @@ func ctlSubscriberChild() {
 				out <- fmt.Sprintf("BAD tag %d seq %d, expected from %d", tag, seq, next[tag])
 			}
 			next[tag] = seq + 1
+			skipGaps(tag)
 			received++
 			m.Release()
 			if pause > 0 && received%uint64(pause) == 0 {
