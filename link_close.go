@@ -89,7 +89,7 @@ func (l *link) sendFin() {
 		return
 	}
 	give, _ := l.credit.Take(credit.Control)
-	if err := l.res.ctl.send(l.res.ep, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
+	if err := l.res.ctl.send(l.res.port, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
 		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -171,6 +171,7 @@ func (l *link) releaseResources() {
 	if res.ep != nil {
 		res.ep.Close()
 		res.ep = nil
+		res.port = nil
 	}
 	l.unpinAll() // no provider points at a writer's slice now (send_from_slice.go)
 	if res.cq != nil {

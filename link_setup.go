@@ -89,6 +89,7 @@ func (l *link) openEndpoint(info *ofi.Info, at *acceptor) (err error) {
 	if err = res.ep.Enable(); err != nil {
 		return err
 	}
+	res.port = res.ep
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
 		ready: ring.New(window), free: ring.New(window), refs: make([]atomic.Int32, window),
 		kickAt: max(1, window/4)}
