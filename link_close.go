@@ -151,8 +151,8 @@ func (l *link) finishClose() {
 	if l.life.State() == lifecycle.Closed {
 		return
 	}
-	if !l.life.Ended() && l.life.WasOpen() {
-		l.res.ep.Shutdown()
+	if !l.life.Ended() && l.life.WasOpen() && l.res.ep != nil {
+		l.res.ep.Shutdown() // RDM has none: the FIN said it
 	}
 	l.releaseResources()
 	l.life.Release()
@@ -171,6 +171,10 @@ func (l *link) releaseResources() {
 	if res.ep != nil {
 		res.ep.Close()
 		res.ep = nil
+		res.port = nil
+	}
+	if p, ok := res.port.(*rdmPeer); ok {
+		p.release(l) // the regions go with the endpoint's retired
 		res.port = nil
 	}
 	l.unpinAll() // no provider points at a writer's slice now (send_from_slice.go)

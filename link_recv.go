@@ -254,6 +254,8 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		if h.Flags&wire.FlagHalfClose != 0 {
 			l.rx.fin.Store(true) // after the data before it, in ready
 			l.rxNotify = true    // a waiting reader reads io.EOF
+		} else if l.finEnds() {
+			l.fail(io.EOF) // no shutdown event follows it on RDM
 		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:
