@@ -48,7 +48,7 @@ type rdmEndpoint struct {
 	retired map[uint32]*rdmRetired
 	// graves are buffers of links released with sends in flight, which
 	// on shm to a dead peer never complete: they go with the endpoint.
-	graves []*ofi.Region
+	graves  []*ofi.Region
 	touched []*link // links whose completions this read handed over
 	heard   []bool  // and whether a receive was among them
 

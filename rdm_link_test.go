@@ -3,8 +3,13 @@ package netio_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/ofi"
@@ -70,5 +75,160 @@ func TestRDMDialListen(t *testing.T) {
 			echo(t, c, s, msg)
 			echo(t, s, c, msg)
 		}
+	})
+}
+
+// Many messages in both directions at once: the credit window cycles many
+// times over, and every message arrives whole and in order.
+func TestRDMManyMessages(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		c, s, _ := rdmPair(t, network, listen, netio.WithWindow(16))
+		const n = 5000
+		errs := make(chan error, 2)
+		send := func(w *netio.Conn, seed byte) {
+			for i := 0; i < n; i++ {
+				msg := bytes.Repeat([]byte{seed + byte(i)}, 1+i%300)
+				if _, err := w.Write(msg); err != nil {
+					errs <- fmt.Errorf("write %d: %w", i, err)
+					return
+				}
+			}
+			errs <- w.Flush()
+		}
+		recv := func(r *netio.Conn, seed byte) error {
+			r.SetReadDeadline(time.Now().Add(hangTimeout))
+			buf := make([]byte, 1024)
+			for i := 0; i < n; i++ {
+				k, err := r.ReadMessage(buf)
+				if err != nil {
+					return fmt.Errorf("read %d: %w", i, err)
+				}
+				if want := bytes.Repeat([]byte{seed + byte(i)}, 1+i%300); !bytes.Equal(buf[:k], want) {
+					return fmt.Errorf("message %d: %d bytes, want %d of %d", i, k, len(want), want[0])
+				}
+			}
+			return nil
+		}
+		go send(c, 1)
+		go send(s, 2)
+		if err := recv(s, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := recv(c, 2); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// Close sends what was written, then FIN: the peer reads it all, then
+// io.EOF, and reads io.EOF again after that.
+func TestRDMCloseEOF(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		for _, closer := range []string{"dialer", "listener"} {
+			t.Run(closer, func(t *testing.T) {
+				c, s, _ := rdmPair(t, network, listen)
+				a, b := c, s
+				if closer == "listener" {
+					a, b = s, c
+				}
+				for i := 0; i < 100; i++ {
+					if _, err := a.Write([]byte(fmt.Sprint(i))); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := a.Close(); err != nil {
+					t.Fatal(err)
+				}
+				b.SetReadDeadline(time.Now().Add(hangTimeout))
+				buf := make([]byte, 64)
+				for i := 0; i < 100; i++ {
+					k, err := b.ReadMessage(buf)
+					if err != nil || string(buf[:k]) != fmt.Sprint(i) {
+						t.Fatalf("message %d: %q %v", i, buf[:k], err)
+					}
+				}
+				for range 2 {
+					if _, err := b.ReadMessage(buf); err != io.EOF {
+						t.Fatalf("after the peer's close: %v, want io.EOF", err)
+					}
+				}
+				if _, err := a.ReadMessage(buf); !errors.Is(err, net.ErrClosed) {
+					t.Fatalf("read after own close: %v, want net.ErrClosed", err)
+				}
+			})
+		}
+	})
+}
+
+// A read deadline passes on an RDM connection as on any: the read returns
+// os.ErrDeadlineExceeded and the connection stays usable.
+func TestRDMDeadline(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		c, s, _ := rdmPair(t, network, listen)
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := c.ReadMessage(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read past its deadline: %v", err)
+		}
+		c.SetReadDeadline(time.Time{})
+		echo(t, s, c, []byte("still here"))
+	})
+}
+
+// Two connections on one Listener (one endpoint) keep their messages apart.
+func TestRDMTwoConnsOneListener(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		ln := rdmListen(t, network, listen)
+		var clients, servers [2]*netio.Conn
+		for i := range clients {
+			c, err := netio.Dial(network, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			clients[i] = c
+			servers[i] = acceptOne(t, ln, hangTimeout)
+		}
+		if servers[0].LocalAddr().String() != servers[1].LocalAddr().String() {
+			t.Errorf("accepted on %s and %s, want one endpoint", servers[0].LocalAddr(), servers[1].LocalAddr())
+		}
+		for round := 0; round < 50; round++ {
+			for i, c := range clients {
+				if _, err := c.Write([]byte(fmt.Sprintf("conn %d message %d", i, round))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i, s := range servers {
+			s.SetReadDeadline(time.Now().Add(hangTimeout))
+			for round := 0; round < 50; round++ {
+				m, err := s.AppendMessage(nil)
+				if want := fmt.Sprintf("conn %d message %d", i, round); err != nil || string(m) != want {
+					t.Fatalf("server %d: %q %v, want %q", i, m, err, want)
+				}
+			}
+		}
+		// One ends; the other goes on.
+		clients[0].Close()
+		if _, err := servers[0].ReadMessage(make([]byte, 64)); err != io.EOF {
+			t.Fatalf("after its peer closed: %v", err)
+		}
+		echo(t, clients[1], servers[1], []byte("the other one"))
+	})
+}
+
+// A dialer without the listener's key is turned away, as on tcp.
+func TestRDMWrongKey(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		ln := rdmListen(t, network, listen, netio.WithKey([]byte("0123456789abcdef0123456789abcdef")))
+		_, err := netio.Dial(network, ln.Addr().String(), netio.WithKey([]byte("fedcba9876543210fedcba9876543210")))
+		if !errors.Is(err, netio.ErrRejected) {
+			t.Fatalf("Dial with another key: %v, want ErrRejected", err)
+		}
+		eventually(t, "the rejection counted", func() bool { return ln.Stats().RejectedAuth == 1 })
 	})
 }
