@@ -115,12 +115,13 @@ func (l *link) closeNow() {
 }
 
 // continueClose sends FIN once everything written is posted, and finishes
-// once every send has completed, so fi_shutdown loses nothing. It runs
+// once every send has completed, so fi_shutdown loses nothing; on an RDM
+// endpoint, once the peer's FIN has answered ours too (rdm_link.go). It runs
 // from service, which a completion loop calls: the finish waits for the
 // loop's end.
 func (l *link) continueClose() {
 	l.sendFin()
-	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {
+	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() && (l.finRecv || !l.finEnds()) {
 		l.afterLoop(endClose)
 	}
 }

@@ -255,7 +255,7 @@ func (l *link) onRecv(slot uint32, n uint64) {
 			l.rx.fin.Store(true) // after the data before it, in ready
 			l.rxNotify = true    // a waiting reader reads io.EOF
 		} else if l.finEnds() {
-			l.fail(io.EOF) // no shutdown event follows it on RDM
+			l.peerFinished()
 		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:

@@ -16,7 +16,9 @@ import (
 // ("fi_shm://7227:0:0", "fi_sockaddr_in://127.0.0.1:5000").
 
 // dialRDM is DialContext on a reliable-datagram provider: address is the
-// listener's address as its Addr prints it.
+// listener's address as its Addr prints it. The process's dialers share
+// one endpoint per provider (and local address), which rests when no
+// link uses it.
 func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn, error) {
 	a, err := parseOptions("dial", network, address, opts)
 	if err != nil {
@@ -46,18 +48,20 @@ func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn
 		eng.release()
 		return nil, a.opError(err)
 	}
-	p, err := openRDMEndpoint(eng, a.provider, node, service)
+	p, err := rdmDialer(eng, a.provider, node, service)
 	if err != nil {
 		eng.release()
 		return nil, a.opError(err)
 	}
-	eng.ref() // the endpoint's, given back when it closes
 	var startErr error
 	if err := eng.r.Call(func() {
 		if startErr = p.start(); startErr == nil {
 			startErr = c.link.connectRDM(p, peer)
 		}
-		p.release() // ours: the link holds the endpoint from now on
+		if p.refs == 0 { // no link holds it: it rests
+			p.closing = true
+			p.finishIfDone()
+		}
 	}); err != nil {
 		startErr = err
 	}
@@ -107,7 +111,8 @@ func listenRDM(ctx context.Context, network, address string, opts []Option) (*Li
 		eng.release()
 		return nil, a.opError(err)
 	}
-	eng.ref() // the endpoint's
+	rememberRDMEndpoint(p)
+	p.refs = 1 // the listener's
 	cfg := a.cfg
 	ac := &acceptor{eng: eng, network: a.provider, addr: p.addr(), mode: cfg.Mode, role: wire.RoleConn, maxConns: cfg.MaxConns,
 		setupTimeout: cfg.ConnectTimeout, auth: admit.Checker{Key: cfg.Key, Seen: replays}, done: make(chan struct{}), logger: cfg.Logger}

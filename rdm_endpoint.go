@@ -10,9 +10,8 @@ import (
 // rdmEndpoint is one reliable-datagram endpoint (FI_EP_RDM) and what goes
 // with it: its fabric, domain, address vector and one completion queue,
 // shared by every link on it. A Listener has one for all the connections
-// it accepts; a dialed Conn has one of its own (a process could share one
-// among its dialers; each having its own keeps a Conn's end independent
-// of the others', at the price of an endpoint per Conn).
+// it accepts; the process's dialed Conns share one per provider
+// (rdmDialer).
 //
 // Links tell their operations apart by token: the link's own (kind and
 // buffer) with the link's id in bits 32 to 61; id 0 is the endpoint's own
@@ -54,7 +53,8 @@ type rdmEndpoint struct {
 
 	listener *Listener // nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
-	closing  bool      // refs reached 0: closes once the retired are read
+	closing  bool      // refs reached 0: rests once the retired are read
+	shared   bool      // the process's endpoint for its dialers: it rests, to be used again
 }
 
 // rdmHelloSend is a set-up message waiting to be sent, and the link to
@@ -103,7 +103,7 @@ func isRDMProvider(network string) bool {
 // and service where the provider takes them. Not on the reactor: its
 // polling starts with start.
 func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint, err error) {
-	p = &rdmEndpoint{eng: eng, network: network, links: map[uint32]*link{}, retired: map[uint32]*rdmRetired{}, refs: 1}
+	p = &rdmEndpoint{eng: eng, network: network, links: map[uint32]*link{}, retired: map[uint32]*rdmRetired{}}
 	defer func() {
 		if err != nil {
 			p.free()
@@ -150,9 +150,14 @@ func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint
 	return p, nil
 }
 
-// start has the reactor poll the endpoint: always where its queue has no
-// descriptor (shm), and on its descriptor otherwise. On the reactor.
+// start has the reactor poll the endpoint, if it does not already: always
+// where its queue has no descriptor (shm), and on its descriptor
+// otherwise. On the reactor.
 func (p *rdmEndpoint) start() error {
+	p.closing = false
+	if p.polled {
+		return nil
+	}
 	if p.cq.HasFD() {
 		if err := p.eng.r.Register(p.cq.FD(), reactorIn, (*rdmCQHandler)(p)); err != nil {
 			return err
@@ -323,7 +328,11 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 		return
 	}
 	if l := p.link(token, token&tokKindMask == tokRecv); l != nil {
-		l.complete(token&^(rdmMaxID<<rdmIDShift), n)
+		if token&tokKindMask == tokRecv {
+			l.res.port.(*rdmPeer).received(l, uint32(token), n)
+		} else {
+			l.complete(token&^(rdmMaxID<<rdmIDShift), n)
+		}
 		return
 	}
 	// A link released since: a late completion of its sends, or a receive
@@ -420,9 +429,9 @@ func closeRegions(rs []*ofi.Region) {
 	}
 }
 
-// release drops a reference; the last one closes the endpoint once the
-// receives its links cancelled are read (closing it before crashed
-// tcp;ofi_rxm, docs/rdm.md). On the reactor.
+// release drops a reference; after the last one the endpoint stops being
+// polled once the receives its links cancelled are read (closing it
+// before crashed tcp;ofi_rxm, docs/rdm.md). On the reactor.
 func (p *rdmEndpoint) release() {
 	if p.refs--; p.refs > 0 {
 		return
@@ -431,8 +440,14 @@ func (p *rdmEndpoint) release() {
 	p.finishIfDone()
 }
 
-// finishIfDone closes an endpoint that nobody uses, once its retired links
-// are all read.
+// finishIfDone stops polling an endpoint that nobody uses, once its
+// retired links are all read, and closes it where that is safe. On shm
+// it is not: an shm endpoint of the same process maps a local peer's
+// memory as the peer's own, which closing it unmaps, and a send from a
+// link whose peer went without a FIN exchange (linger ran out, a
+// failure) then crashed inside fi_tsend. Such endpoints rest, idle and
+// unpolled, until the engine stops (closeRDMEndpoints), when no link is
+// left to send.
 func (p *rdmEndpoint) finishIfDone() {
 	if !p.closing || p.cq == nil {
 		return
@@ -440,6 +455,7 @@ func (p *rdmEndpoint) finishIfDone() {
 	if len(p.retired) > 0 {
 		return // Poll comes back to it
 	}
+	p.closing = false
 	if p.fdWatch {
 		p.eng.r.Unregister(p.cq.FD())
 		p.fdWatch = false
@@ -448,8 +464,11 @@ func (p *rdmEndpoint) finishIfDone() {
 		p.eng.r.RemovePoller(p)
 		p.polled = false
 	}
+	if p.shared || p.network == "shm" {
+		return
+	}
+	forgetRDMEndpoint(p)
 	p.free()
-	p.eng.release()
 }
 
 // free closes what was opened, in libfabric's order.

@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"io"
 	"time"
 
 	"github.com/netio-go/netio/internal/admit"
@@ -20,6 +21,16 @@ type rdmPeer struct {
 	id   uint32 // ours: the tag of our receives
 	tag  uint64 // the peer link's id: the tag of our sends
 	segs []ofi.RDMSegment
+
+	// Messages match receives in the order these were posted, but may
+	// complete out of it (tcp;ofi_rxm completes a large message, read by
+	// rendezvous, after smaller ones sent behind it): completions are
+	// handed to the link in posting order, which is the peer's sending
+	// order, as framing and credits need.
+	order []uint32 // receive buffers in posting order, a ring
+	first int      // its oldest
+	count int
+	got   []uint64 // per buffer: 1 + the length received, not handed on yet; 0: none
 }
 
 var _ linkPort = (*rdmPeer)(nil)
@@ -36,7 +47,33 @@ func (p *rdmPeer) batch(segs []ofi.Segment, tag uint64) []ofi.RDMSegment {
 }
 
 func (p *rdmPeer) PostRecv(r *ofi.Region, segs []ofi.Segment) (int, error) {
-	return p.ep.ep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
+	n, err := p.ep.ep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
+	for _, s := range segs[:n] {
+		p.order[(p.first+p.count)%len(p.order)] = uint32(s.Token)
+		p.count++
+	}
+	return n, err
+}
+
+// received takes the completion of receive buffer slot and hands the
+// link every completed one that is next in posting order.
+func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
+	if int(slot) >= len(p.got) {
+		l.complete(tokRecv|uint64(slot), n) // the link says what is wrong
+		return
+	}
+	p.got[slot] = n + 1
+	for p.count > 0 {
+		s := p.order[p.first]
+		g := p.got[s]
+		if g == 0 {
+			return
+		}
+		p.got[s] = 0
+		p.first = (p.first + 1) % len(p.order)
+		p.count--
+		l.complete(tokRecv|uint64(s), g-1)
+	}
 }
 
 func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
@@ -69,7 +106,8 @@ func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
 			return err
 		}
 	}
-	res.port = &rdmPeer{ep: p, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow)}
+	res.port = &rdmPeer{ep: p, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
+		order: make([]uint32, window), got: make([]uint64, window)}
 	if c, ok := l.owner.(*Conn); ok {
 		c.local = p.addr()
 		if a, err := p.av.Lookup(fi); err == nil {
@@ -166,6 +204,18 @@ func (l *link) connectRDM(p *rdmEndpoint, peer ofi.Address) error {
 func (l *link) finEnds() bool {
 	_, ok := l.res.port.(*rdmPeer)
 	return ok
+}
+
+// peerFinished ends a link on an RDM endpoint whose peer sent FIN. Ours
+// answers it, if not sent yet: it tells the peer that nothing more comes
+// from this side, so that it may close its endpoint (a send to a closed
+// shm endpoint of the same process crashed inside the provider). Reads
+// return what arrived, then io.EOF.
+func (l *link) peerFinished() {
+	if !l.finSent {
+		l.finSent = l.sendControl(wire.KindFin, 0)
+	}
+	l.fail(io.EOF)
 }
 
 // onRDMRequest answers a connection request that came to the listener's
