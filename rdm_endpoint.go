@@ -48,8 +48,10 @@ type rdmEndpoint struct {
 	// graves are buffers of links released with sends in flight, which
 	// on shm to a dead peer never complete: they go with the endpoint.
 	graves  []*ofi.Region
-	touched []*link // links whose completions this read handed over
-	heard   []bool  // and whether a receive was among them
+	touched []*link    // links whose completions this read handed over
+	stalled []*rdmPeer // links a post was refused for: served again after the next read
+	serving []*rdmPeer // the stalled being served
+	heard   []bool     // and whether a receive was among them
 
 	listener *Listener // nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
@@ -273,13 +275,24 @@ func (p *rdmEndpoint) Poll() bool {
 		p.flushHellos()
 		busy = true // progress clears EAGAIN: poll again
 	}
+	if len(p.stalled) > 0 {
+		busy = true
+		p.serving, p.stalled = p.stalled, p.serving[:0]
+		for _, q := range p.serving {
+			q.stalled = false
+			if p.links[q.id] == q.l {
+				q.l.service()
+			}
+		}
+		clear(p.serving)
+	}
 	p.finishIfDone()
 	return busy
 }
 
 // TryWait reports whether the reactor may sleep on the queue's descriptor.
 func (p *rdmEndpoint) TryWait() bool {
-	if len(p.helloOut) > 0 {
+	if len(p.helloOut) > 0 || len(p.stalled) > 0 {
 		return false
 	}
 	if !p.fdWatch {

@@ -17,6 +17,7 @@ import (
 // carrying the id so that the endpoint hands its completion to the link.
 type rdmPeer struct {
 	ep   *rdmEndpoint
+	l    *link
 	peer ofi.FIAddr
 	id   uint32 // ours: the tag of our receives
 	tag  uint64 // the peer link's id: the tag of our sends
@@ -31,6 +32,8 @@ type rdmPeer struct {
 	first int      // its oldest
 	count int
 	got   []uint64 // per buffer: 1 + the length received, not handed on yet; 0: none
+
+	stalled bool // in the endpoint's stalled list
 }
 
 var _ linkPort = (*rdmPeer)(nil)
@@ -48,6 +51,7 @@ func (p *rdmPeer) batch(segs []ofi.Segment, tag uint64) []ofi.RDMSegment {
 
 func (p *rdmPeer) PostRecv(r *ofi.Region, segs []ofi.Segment) (int, error) {
 	n, err := p.ep.ep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
+	p.stallOn(err)
 	for _, s := range segs[:n] {
 		p.order[(p.first+p.count)%len(p.order)] = uint32(s.Token)
 		p.count++
@@ -77,7 +81,20 @@ func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
 }
 
 func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
-	return p.ep.ep.PostTaggedSend(r, p.batch(segs, p.tag), inject)
+	n, err := p.ep.ep.PostTaggedSend(r, p.batch(segs, p.tag), inject)
+	p.stallOn(err)
+	return n, err
+}
+
+// stallOn has the endpoint come back to the link after a post the
+// provider refused for now (EAGAIN: its queue is full, or a new peer not
+// reached yet): on a connected endpoint a completion of the link's own
+// would, but here none may be coming.
+func (p *rdmPeer) stallOn(err error) {
+	if err != nil && !p.stalled && errors.Is(err, ofi.EAGAIN) {
+		p.stalled = true
+		p.ep.stalled = append(p.ep.stalled, p)
+	}
 }
 
 // PostSendTail is never called: links on RDM endpoints do not lend
@@ -106,7 +123,7 @@ func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
 			return err
 		}
 	}
-	res.port = &rdmPeer{ep: p, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
+	res.port = &rdmPeer{ep: p, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
 		order: make([]uint32, window), got: make([]uint64, window)}
 	if c, ok := l.owner.(*Conn); ok {
 		c.local = p.addr()

@@ -126,7 +126,9 @@ func TestRDMManyMessages(t *testing.T) {
 }
 
 // Close sends what was written, then FIN: the peer reads it all, then
-// io.EOF, and reads io.EOF again after that.
+// io.EOF, and reads io.EOF again after that. Close waits (up to Linger)
+// for what was written to go, which may need the reader's credits: it
+// runs beside the reader.
 func TestRDMCloseEOF(t *testing.T) {
 	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
 		for _, closer := range []string{"dialer", "listener"} {
@@ -141,9 +143,8 @@ func TestRDMCloseEOF(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := a.Close(); err != nil {
-					t.Fatal(err)
-				}
+				closed := make(chan error, 1)
+				go func() { closed <- a.Close() }()
 				b.SetReadDeadline(time.Now().Add(hangTimeout))
 				buf := make([]byte, 64)
 				for i := 0; i < 100; i++ {
@@ -156,6 +157,9 @@ func TestRDMCloseEOF(t *testing.T) {
 					if _, err := b.ReadMessage(buf); err != io.EOF {
 						t.Fatalf("after the peer's close: %v, want io.EOF", err)
 					}
+				}
+				if err := <-closed; err != nil {
+					t.Fatal(err)
 				}
 				if _, err := a.ReadMessage(buf); !errors.Is(err, net.ErrClosed) {
 					t.Fatalf("read after own close: %v, want net.ErrClosed", err)
