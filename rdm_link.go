@@ -161,9 +161,9 @@ func (p *rdmPeer) release(l *link) {
 	} else {
 		keep = append(keep, sending...)
 	}
-	p.ep.removeLink(p.id, keep, pending)
 	res.dom = nil // the endpoint's, which closes it
 	p.ep.dom.refs--
+	p.ep.removeLink(p.id, keep, pending) // may close the endpoint
 }
 
 // acceptSent opens an accepted link once its accept has gone: nothing it
