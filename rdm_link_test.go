@@ -236,3 +236,20 @@ func TestRDMWrongKey(t *testing.T) {
 		eventually(t, "the rejection counted", func() bool { return ln.Stats().RejectedAuth == 1 })
 	})
 }
+
+// BenchmarkRDMRoundTrip64 is a 64-byte round trip between two Conns of
+// this process, on tcp (MSG), shm and tcp;ofi_rxm (RDM), in one run.
+func BenchmarkRDMRoundTrip64(b *testing.B) {
+	for _, n := range []struct{ network, listen string }{{"tcp", "127.0.0.1:0"}, {"shm", ""}, {"tcp;ofi_rxm", "127.0.0.1:0"}} {
+		b.Run(n.network, func(b *testing.B) {
+			var c, s *netio.Conn
+			if n.network == "tcp" {
+				c, s = pair(b)
+			} else {
+				c, s, _ = rdmPair(b, n.network, n.listen)
+			}
+			go echoMessages(s)
+			pingPong(b, c, c.ReadMessage)
+		})
+	}
+}
