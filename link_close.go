@@ -89,7 +89,7 @@ func (l *link) sendFin() {
 		return
 	}
 	give, _ := l.credit.Take(credit.Control)
-	if err := l.res.ctl.send(l.res.port, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
+	if err := l.res.ctl.send(&l.res, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
 		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)

@@ -20,3 +20,27 @@ type linkPort interface {
 }
 
 var _ linkPort = (*ofi.Endpoint)(nil)
+
+// postRecv, postSend and postSendTail post on the link's own endpoint
+// with a direct call, the MSG fast path as it was, or through its port.
+
+func (r *linkResources) postRecv(rg *ofi.Region, segs []ofi.Segment) (int, error) {
+	if r.ep != nil {
+		return r.ep.PostRecv(rg, segs)
+	}
+	return r.port.PostRecv(rg, segs)
+}
+
+func (r *linkResources) postSend(rg *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
+	if r.ep != nil {
+		return r.ep.PostSendInject(rg, segs, inject)
+	}
+	return r.port.PostSendInject(rg, segs, inject)
+}
+
+func (r *linkResources) postSendTail(rg *ofi.Region, seg ofi.Segment, tail []byte) error {
+	if r.ep != nil {
+		return r.ep.PostSendTail(rg, seg, tail)
+	}
+	return r.port.PostSendTail(rg, seg, tail)
+}

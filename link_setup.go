@@ -131,7 +131,7 @@ func (l *link) postWindow() error {
 		segs = append(segs, ofi.Segment{Offset: uint64(i * l.rx.bufSize), Len: uint64(l.rx.bufSize), Token: tokRecv | uint64(i)})
 	}
 	e.segBuf = segs[:0]
-	_, err := l.res.port.PostRecv(l.res.rxRegion, segs)
+	_, err := l.res.postRecv(l.res.rxRegion, segs)
 	return err
 }
 
