@@ -253,3 +253,26 @@ func BenchmarkRDMRoundTrip64(b *testing.B) {
 		})
 	}
 }
+
+// HighThroughput mode runs on RDM endpoints too: pages of many messages,
+// boundaries kept.
+func TestRDMHighThroughput(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		c, s, _ := rdmPair(t, network, listen, netio.WithMode(netio.HighThroughput))
+		const n = 2000
+		go func() {
+			for i := 0; i < n; i++ {
+				c.Write(bytes.Repeat([]byte{byte(i)}, 1+i%700))
+			}
+			c.Flush()
+		}()
+		s.SetReadDeadline(time.Now().Add(hangTimeout))
+		for i := 0; i < n; i++ {
+			m, err := s.AppendMessage(nil)
+			if want := bytes.Repeat([]byte{byte(i)}, 1+i%700); err != nil || !bytes.Equal(m, want) {
+				t.Fatalf("message %d: %d bytes, %v", i, len(m), err)
+			}
+		}
+		echo(t, s, c, []byte("back"))
+	})
+}
