@@ -19,12 +19,17 @@ import (
 // words.
 
 // Addr is the address of a netio endpoint: a libfabric provider and an IP
-// address and port. String gives a host:port that Dial accepts.
+// address and port, or the provider's own form of address (Name). String
+// gives what Dial accepts.
 type Addr struct {
 	// Provider is the libfabric provider, e.g. "tcp" or "verbs".
 	Provider string
 	// AddrPort is the IP address and port.
 	AddrPort netip.AddrPort
+	// Name is the address as the provider prints it, for reliable-datagram
+	// providers ("fi_shm://7227:0:0", "fi_sockaddr_in://127.0.0.1:5000");
+	// empty for connected ones, which use AddrPort.
+	Name string
 }
 
 // Network returns the provider name, which is what Dial takes as network.
@@ -34,6 +39,9 @@ func (a *Addr) Network() string { return a.Provider }
 func (a *Addr) String() string {
 	if a == nil {
 		return "<nil>"
+	}
+	if a.Name != "" {
+		return a.Name
 	}
 	return a.AddrPort.String()
 }

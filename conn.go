@@ -110,6 +110,9 @@ func (c *Conn) sized(l *link) error {
 	r.frames = f.Reader()
 	r.pos.Max = l.sizes.maxRecv
 	r.spares.limit = 4 * l.rx.bufSize
+	if l.res.ep == nil {
+		return nil // on an RDM endpoint: set with the link (rdm_link.go)
+	}
 	if ap, err := l.res.ep.LocalAddr(); err == nil {
 		c.local = Addr{Provider: c.network, AddrPort: ap}
 	}
@@ -167,6 +170,9 @@ func Dial(network, address string, opts ...Option) (*Conn, error) {
 // turns this side away, fails the dial with an error wrapping ErrRejected
 // that says where this side's key came from.
 func DialContext(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
+	if isRDMProvider(provider(network)) {
+		return dialRDM(ctx, network, address, opts)
+	}
 	a, err := parseArgs("dial", network, address, "127.0.0.1", opts)
 	if err != nil {
 		return nil, err
@@ -222,6 +228,12 @@ func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), d
 		eng.release()
 		return nil, a.opError(startErr)
 	}
+	return awaitDial(ctx, a, l)
+}
+
+// awaitDial waits for l's set-up, bounded by ctx; a link that does not
+// come up is closed.
+func awaitDial(ctx context.Context, a *args, l *link) (*link, error) {
 	select {
 	case err := <-l.connected:
 		if err != nil {

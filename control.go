@@ -50,19 +50,19 @@ func (c *controlSlots) freeLeavingOne() (int, bool) {
 
 // send posts a message of kind (with flags besides wire.FlagLast) and payload
 // from slot, returning give credits.
-func (c *controlSlots) send(ep *ofi.Endpoint, slot int, kind, flags uint8, give uint16, payload []byte) error {
+func (c *controlSlots) send(ep *linkResources, slot int, kind, flags uint8, give uint16, payload []byte) error {
 	return c.post(ep, slot, wire.Header{Kind: kind, Flags: wire.FlagLast | flags, Credits: give, MsgLen: uint64(len(payload))}, payload)
 }
 
 // post sends h, with fragLen set to the payload's length, and payload
 // from slot.
-func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h wire.Header, payload []byte) error {
+func (c *controlSlots) post(ep *linkResources, slot int, h wire.Header, payload []byte) error {
 	b := c.region.Bytes()[slot*c.size:]
 	h.FragLen = uint32(len(payload))
 	wire.PutHeader(b, h)
 	copy(b[wire.HeaderSize:], payload)
 	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: uint64(wire.HeaderSize + len(payload)), Token: tokCtl | uint64(slot)}
-	if _, err := ep.PostSend(c.region, c.seg[:]); err != nil {
+	if _, err := ep.postSend(c.region, c.seg[:], 0); err != nil {
 		return err
 	}
 	c.busy |= 1 << slot
@@ -74,14 +74,14 @@ func (c *controlSlots) post(ep *ofi.Endpoint, slot int, h wire.Header, payload [
 // at most inject bytes: the provider copies it in the call and reports no
 // completion, so the slot stays free and the link need not be polled for
 // it. It reports false, having sent nothing, when h does not fit.
-func (c *controlSlots) inject(ep *ofi.Endpoint, slot int, h wire.Header, inject int) (bool, error) {
+func (c *controlSlots) inject(ep *linkResources, slot int, h wire.Header, inject int) (bool, error) {
 	if wire.HeaderSize > inject {
 		return false, nil
 	}
 	h.FragLen = 0
 	wire.PutHeader(c.region.Bytes()[slot*c.size:], h)
 	c.seg[0] = ofi.Segment{Offset: uint64(slot * c.size), Len: wire.HeaderSize, Token: tokCtl | uint64(slot)}
-	if _, err := ep.PostSendInject(c.region, c.seg[:], inject); err != nil {
+	if _, err := ep.postSend(c.region, c.seg[:], inject); err != nil {
 		return false, err
 	}
 	c.sent++

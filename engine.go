@@ -193,6 +193,7 @@ func (e *engine) release() {
 			for _, f := range e.fabrics {
 				f.close()
 			}
+			closeRDMEndpoints(e)
 		})
 		e.r.Close()
 		if e.cm != nil {

@@ -141,9 +141,9 @@ func (l *link) sendHeartbeat() {
 	// Injected, a heartbeat has no completion to wait for: the link stays
 	// out of the engine's busy list, which thousands of idle links
 	// beating would otherwise fill for every round of a busy one.
-	injected, err := l.res.ctl.inject(l.res.ep, slot, h, l.sizes.inject)
+	injected, err := l.res.ctl.inject(&l.res, slot, h, l.sizes.inject)
 	if err == nil && !injected {
-		err = l.res.ctl.post(l.res.ep, slot, h, nil)
+		err = l.res.ctl.post(&l.res, slot, h, nil)
 	}
 	if err != nil {
 		l.credit.Undo(give)

@@ -228,7 +228,8 @@ type linkResources struct {
 	token     uint64
 	fab       *fabricRes
 	dom       *domainRes
-	ep        *ofi.Endpoint
+	ep        *ofi.Endpoint // FI_EP_MSG only
+	port      linkPort      // where the link posts: ep, or its share of an RDM endpoint
 	cq        *ofi.CQ
 	cqWatched bool // registered with the reactor
 	cqWait    ofi.WaitList

@@ -92,7 +92,7 @@ func (l *link) sendFin() {
 		return
 	}
 	give, _ := l.credit.Take(credit.Control)
-	if err := l.res.ctl.send(l.res.ep, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
+	if err := l.res.ctl.send(&l.res, slot, wire.KindFin, flags, give, l.finPayload); err != nil {
 		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)
@@ -118,12 +118,13 @@ func (l *link) closeNow() {
 }
 
 // continueClose sends FIN once everything written is posted, and finishes
-// once every send has completed, so fi_shutdown loses nothing. It runs
+// once every send has completed, so fi_shutdown loses nothing; on an RDM
+// endpoint, once the peer's FIN has answered ours too (rdm_link.go). It runs
 // from service, which a completion loop calls: the finish waits for the
 // loop's end.
 func (l *link) continueClose() {
 	l.sendFin()
-	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() {
+	if l.finSent && l.tx.done.Load() == l.txPosted && l.res.ctl.idle() && (l.finRecv || !l.finEnds()) {
 		l.afterLoop(endClose)
 	}
 }
@@ -154,8 +155,8 @@ func (l *link) finishClose() {
 	if l.life.State() == lifecycle.Closed {
 		return
 	}
-	if !l.life.Ended() && l.life.WasOpen() {
-		l.res.ep.Shutdown()
+	if !l.life.Ended() && l.life.WasOpen() && l.res.ep != nil {
+		l.res.ep.Shutdown() // RDM has none: the FIN said it
 	}
 	l.releaseResources()
 	l.life.Release()
@@ -174,6 +175,11 @@ func (l *link) releaseResources() {
 	if res.ep != nil {
 		res.ep.Close()
 		res.ep = nil
+		res.port = nil
+	}
+	if p, ok := res.port.(*rdmPeer); ok {
+		p.release(l) // the regions go with the endpoint's retired
+		res.port = nil
 	}
 	l.unpinAll() // no provider points at a writer's slice now (send_from_slice.go)
 	if res.cq != nil {

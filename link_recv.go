@@ -80,21 +80,35 @@ func (l *link) pollCQ() bool {
 				l.foreignOp()
 				continue
 			}
-			slot := uint32(cmp.Token)
-			switch cmp.Token & tokKindMask {
-			case tokRecv:
-				heard = true
-				l.onRecv(slot, cmp.Len)
-			case tokSend:
-				l.onSent(slot)
-			case tokCtl:
-				l.res.ctl.done(slot)
-			}
+			heard = l.complete(cmp.Token, cmp.Len) || heard
 		}
 		if n < len(e.cqBuf) {
 			break
 		}
 	}
+	return l.polled(busy, heard, outer)
+}
+
+// complete takes one completion of l's, by token, and reports whether it
+// was a receive.
+func (l *link) complete(token, n uint64) bool {
+	slot := uint32(token)
+	switch token & tokKindMask {
+	case tokRecv:
+		l.onRecv(slot, n)
+		return true
+	case tokSend:
+		l.onSent(slot)
+	case tokCtl:
+		l.res.ctl.done(slot)
+	}
+	return false
+}
+
+// polled ends a read of l's completions: busy, some were read (heard: a
+// receive among them); outer, the read began the completion loop.
+func (l *link) polled(busy, heard, outer bool) bool {
+	e := l.eng
 	if heard && l.hb.timeout > 0 {
 		l.hb.heardAt = time.Now() // the heartbeat check's (heartbeat.go)
 	}
@@ -240,6 +254,8 @@ func (l *link) onRecv(slot uint32, n uint64) {
 		if h.Flags&wire.FlagHalfClose != 0 {
 			l.rx.fin.Store(true) // after the data before it, in ready
 			l.rxNotify = true    // a waiting reader reads io.EOF
+		} else if l.finEnds() {
+			l.peerFinished()
 		}
 		l.rxReclaim = append(l.rxReclaim, slot)
 	default:

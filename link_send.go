@@ -33,7 +33,7 @@ func (l *link) service() {
 	}
 	l.rxReclaim = l.rxReclaim[:0]
 	if len(segs) > 0 {
-		n, err := res.ep.PostRecv(res.rxRegion, segs)
+		n, err := res.postRecv(res.rxRegion, segs)
 		l.credit.Owe(n)
 		for _, sg := range segs[n:] { // a full queue: again after the next completion
 			l.rxReclaim = append(l.rxReclaim, uint32(sg.Token))
@@ -149,11 +149,11 @@ func (l *link) postData(segs []ofi.Segment, tail []byte) (bool, error) {
 	var n int
 	var err error
 	if tail != nil {
-		if err = res.ep.PostSendTail(res.txRegion, segs[0], tail); err == nil {
+		if err = res.postSendTail(res.txRegion, segs[0], tail); err == nil {
 			n = 1
 		}
 	} else {
-		n, err = res.ep.PostSendInject(res.txRegion, segs, l.sizes.inject)
+		n, err = res.postSend(res.txRegion, segs, l.sizes.inject)
 	}
 	l.stats.buffersSent.Add(uint64(n))
 	for i, g := range l.gives[n:] {
@@ -209,7 +209,7 @@ func (l *link) sendQueuedControl() {
 		}
 		m := l.ctlOut[0]
 		give, _ := l.credit.Take(credit.Data)
-		if err := l.res.ctl.send(l.res.ep, slot, m[0], 0, give, m[1:]); err != nil {
+		if err := l.res.ctl.send(&l.res, slot, m[0], 0, give, m[1:]); err != nil {
 			l.credit.Undo(give)
 			if !errors.Is(err, ofi.EAGAIN) {
 				l.fail(err)
@@ -230,7 +230,7 @@ func (l *link) sendControl(kind, flags uint8) bool {
 		return false
 	}
 	give, _ := l.credit.Take(credit.Control)
-	if err := l.res.ctl.send(l.res.ep, slot, kind, flags, give, nil); err != nil {
+	if err := l.res.ctl.send(&l.res, slot, kind, flags, give, nil); err != nil {
 		l.credit.Undo(give)
 		if !errors.Is(err, ofi.EAGAIN) {
 			l.fail(err)

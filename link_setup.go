@@ -42,9 +42,41 @@ func (l *link) openEndpoint(info *ofi.Info, at *acceptor) (err error) {
 	if res.dom, err = res.fab.domainFor(domInfo); err != nil {
 		return err
 	}
+	window, bufSize := l.sizeFor(info)
+	if err = l.openBuffers(window, bufSize); err != nil {
+		return err
+	}
+	// Receives, sends, control messages, and the tcp guard's trap.
+	if res.cq, err = res.dom.domain.OpenCQ(window + l.cfg.txWindow + ctlSlots + 2); err != nil {
+		return err
+	}
+	res.token = e.newToken(l)
+	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
+		return err
+	}
+	if err = res.ep.BindEQ(res.fab.eq); err != nil {
+		return err
+	}
+	if err = res.ep.BindCQ(res.cq); err != nil {
+		return err
+	}
+	if err = res.ep.Enable(); err != nil {
+		return err
+	}
+	res.port = res.ep
+	if err = l.postWindow(); err != nil {
+		return err
+	}
+	res.cqWait.Add(res.cq)
+	return nil
+}
+
+// sizeFor sizes l for the endpoints of info and returns its receive
+// window and buffer size.
+func (l *link) sizeFor(info *ofi.Info) (window, bufSize int) {
 	// Never more receives or sends in flight than the endpoint's queues
 	// hold: tcp ignores its limits, verbs answers EAGAIN.
-	window, bufSize := l.cfg.rxWindow, l.cfg.rxBufSize
+	window, bufSize = l.cfg.rxWindow, l.cfg.rxBufSize
 	if rx := info.RxSize(); rx >= minWindow && rx < window {
 		window = rx
 	}
@@ -62,35 +94,23 @@ func (l *link) openEndpoint(info *ofi.Info, at *acceptor) (err error) {
 	if m := info.MaxMsgSize(); m >= minBufferSize && m < maxBufferSize {
 		l.sizes.msgMax = int(m)
 	}
-	bufSize = min(bufSize, l.sizes.msgMax)
-	// What may run out (the memory budget, memory, descriptors) is taken
-	// before the endpoint: the endpoint of an accepted request takes over
-	// its socket, and a request that fails before that can still be
-	// rejected with a reason instead of seeing its socket closed.
+	return window, min(bufSize, l.sizes.msgMax)
+}
+
+// openBuffers makes l's receive buffers and control slots on its domain.
+// What may run out (the memory budget, memory, descriptors) is taken
+// before the endpoint: the endpoint of an accepted request takes over
+// its socket, and a request that fails before that can still be rejected
+// with a reason instead of seeing its socket closed.
+func (l *link) openBuffers(window, bufSize int) (err error) {
+	res := &l.res
 	if err = l.reserve(window*bufSize + ctlSlots*(wire.HeaderSize+l.cfg.ctlPayload)); err != nil {
-		return err
-	}
-	// Receives, sends, control messages, and the tcp guard's trap.
-	if res.cq, err = res.dom.domain.OpenCQ(window + l.cfg.txWindow + ctlSlots + 2); err != nil {
 		return err
 	}
 	if res.rxRegion, err = res.dom.domain.NewRegion(window * bufSize); err != nil {
 		return err
 	}
 	if err = res.ctl.open(res.dom.domain, l.cfg.ctlPayload); err != nil {
-		return err
-	}
-	res.token = e.newToken(l)
-	if res.ep, err = res.dom.domain.OpenEndpoint(info, res.token); err != nil {
-		return err
-	}
-	if err = res.ep.BindEQ(res.fab.eq); err != nil {
-		return err
-	}
-	if err = res.ep.BindCQ(res.cq); err != nil {
-		return err
-	}
-	if err = res.ep.Enable(); err != nil {
 		return err
 	}
 	l.rx = recvQueue{mem: res.rxRegion.Bytes(), bufSize: bufSize, wake: l.rx.wake,
@@ -103,16 +123,20 @@ func (l *link) openEndpoint(info *ofi.Info, at *acceptor) (err error) {
 	}
 	l.rxReclaim = make([]uint32, 0, window)
 	l.gives = make([]uint16, 0, l.cfg.txWindow)
+	return nil
+}
+
+// postWindow posts every receive buffer, so the peer may send as soon as
+// it knows of them.
+func (l *link) postWindow() error {
+	e := l.eng
 	segs := e.segBuf[:0]
-	for i := 0; i < window; i++ {
-		segs = append(segs, ofi.Segment{Offset: uint64(i * bufSize), Len: uint64(bufSize), Token: tokRecv | uint64(i)})
+	for i := range l.rx.refs {
+		segs = append(segs, ofi.Segment{Offset: uint64(i * l.rx.bufSize), Len: uint64(l.rx.bufSize), Token: tokRecv | uint64(i)})
 	}
 	e.segBuf = segs[:0]
-	if _, err = res.ep.PostRecv(res.rxRegion, segs); err != nil {
-		return err
-	}
-	res.cqWait.Add(res.cq)
-	return nil
+	_, err := l.res.postRecv(l.res.rxRegion, segs)
+	return err
 }
 
 // watchCQ starts reading l's completion queue, once the connection is
@@ -251,19 +275,10 @@ func (l *link) handleEvent(ev *ofi.Event) {
 	}
 }
 
-// errAtLimit is wrapped, with ErrRejected, by the dialer's error when the
-// listener was at one of its limits: a condition that may pass, unlike a
-// rejection for mode or role.
-var errAtLimit = errors.New("the listener is at a limit (connections, registered memory or file descriptors)")
-
-// setupError is what a dialer reports for a connection request that
-// failed. A netio listener's reject says why. Anything else that ends a
-// request before it is answered is a refusal, as net.Dial would say: a
-// listener that closes the socket shows in libfabric's tcp as a stale
-// errno (EINPROGRESS, left by the connect), and a reply that is not
-// libfabric's as ENOPROTOOPT, neither of which tells the caller anything.
-func (l *link) setupError(ev *ofi.Event) error {
-	switch string(ev.PrivateData()) {
+// rejection is the error of a listener's reject marker, or nil for
+// anything else.
+func (l *link) rejection(data []byte) error {
+	switch string(data) {
 	case wire.RejectMarker:
 		return ErrRejected
 	case wire.RejectModeMarker:
@@ -276,6 +291,24 @@ func (l *link) setupError(ev *ofi.Event) error {
 		return errAuth(l.cfg.key)
 	case rejectFailedMarker:
 		return acceptFailedError()
+	}
+	return nil
+}
+
+// errAtLimit is wrapped, with ErrRejected, by the dialer's error when the
+// listener was at one of its limits: a condition that may pass, unlike a
+// rejection for mode or role.
+var errAtLimit = errors.New("the listener is at a limit (connections, registered memory or file descriptors)")
+
+// setupError is what a dialer reports for a connection request that
+// failed. A netio listener's reject says why. Anything else that ends a
+// request before it is answered is a refusal, as net.Dial would say: a
+// listener that closes the socket shows in libfabric's tcp as a stale
+// errno (EINPROGRESS, left by the connect), and a reply that is not
+// libfabric's as ENOPROTOOPT, neither of which tells the caller anything.
+func (l *link) setupError(ev *ofi.Event) error {
+	if err := l.rejection(ev.PrivateData()); err != nil {
+		return err
 	}
 	e := ev.Err.Err
 	switch {
@@ -298,21 +331,7 @@ func (l *link) onConnected(ev *ofi.Event) {
 	if l.tx.mem == nil { // dialing: the accept's hello sizes the send side
 		// With a key, the listener proves it holds it before anything
 		// it sent is believed, or read: the queue is not watched yet.
-		err := openAccept(l.cfg.key, ev.PrivateData(), l.authReq)
-		var h wire.Hello
-		if err == nil {
-			h, err = wire.ParseHello(ev.PrivateData())
-		}
-		if err == nil && Mode(h.Mode) != l.cfg.mode {
-			err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.Mode, l.cfg.mode)
-		}
-		if err == nil && h.Role != l.cfg.role.Peer() {
-			err = fmt.Errorf("%w: peer accepted as a %v, not a %v", ErrProtocol, h.Role, l.cfg.role.Peer())
-		}
-		if err == nil {
-			err = l.setPeer(h)
-		}
-		if err != nil {
+		if err := l.takeAccept(ev.PrivateData()); err != nil {
 			l.fail(err)
 			return
 		}
@@ -321,6 +340,31 @@ func (l *link) onConnected(ev *ofi.Event) {
 		l.fail(err)
 		return
 	}
+	l.opened()
+}
+
+// takeAccept checks the listener's answer to a dialing link, its key
+// proof first, and sizes the send side from it.
+func (l *link) takeAccept(data []byte) error {
+	err := openAccept(l.cfg.key, data, l.authReq)
+	var h wire.Hello
+	if err == nil {
+		h, err = wire.ParseHello(data)
+	}
+	if err == nil && Mode(h.Mode) != l.cfg.mode {
+		err = fmt.Errorf("%w: peer accepted in %v mode, not %v", ErrProtocol, h.Mode, l.cfg.mode)
+	}
+	if err == nil && h.Role != l.cfg.role.Peer() {
+		err = fmt.Errorf("%w: peer accepted as a %v, not a %v", ErrProtocol, h.Role, l.cfg.role.Peer())
+	}
+	if err == nil {
+		err = l.setPeer(h)
+	}
+	return err
+}
+
+// opened is the link connected: data flows.
+func (l *link) opened() {
 	l.life.Move(lifecycle.Open)
 	l.startBeat()
 	l.connected <- nil

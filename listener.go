@@ -22,6 +22,8 @@ type Listener struct {
 	once     sync.Once
 
 	pending int // reactor only: accepted, not yet up
+
+	rdm *rdmEndpoint // on a reliable-datagram provider: the endpoint of all its connections
 }
 
 // Listen listens on address (host:port; port 0 picks a free one) over the
@@ -37,6 +39,9 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 
 // listenConns is Listen and ListenConfig.Listen.
 func listenConns(ctx context.Context, network, address string, opts []Option) (*Listener, error) {
+	if isRDMProvider(provider(network)) {
+		return listenRDM(ctx, network, address, opts)
+	}
 	var l *Listener
 	_, _, err := listenContext(ctx, "listen", network, address, opts, wire.RoleConn, func(ac *acceptor, cfg Config) acceptorOwner {
 		l = &Listener{ac: ac, eng: ac.eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
@@ -152,8 +157,12 @@ func (l *Listener) Close() error {
 	if !first {
 		return l.opError("close", net.ErrClosed)
 	}
-	l.eng.r.Call(l.ac.close)
-	<-l.ac.done // the port is free
+	if l.rdm != nil {
+		l.eng.r.Call(l.closeRDM)
+	} else {
+		l.eng.r.Call(l.ac.close)
+		<-l.ac.done // the port is free
+	}
 	// Close them all, then wait once: a peer that does not read costs one
 	// Linger in all, not one each.
 	var waits []<-chan struct{}

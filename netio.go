@@ -236,13 +236,9 @@ func (a *args) opErrorAs(op string, err error) error {
 // parseArgs applies the options and splits address; an empty host is
 // defaultHost, as in the net package.
 func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, error) {
-	a := &args{op: op, provider: provider(network), address: address}
-	var err error
-	if a.cfg, err = buildConfig(opts); err != nil {
-		return nil, a.opError(err)
-	}
-	if err = a.cfg.resolveKey(); err != nil {
-		return nil, a.opError(err)
+	a, err := parseOptions(op, network, address, opts)
+	if err != nil {
+		return nil, err
 	}
 	if a.host, a.port, err = net.SplitHostPort(address); err != nil {
 		return nil, a.opError(err)
@@ -252,6 +248,19 @@ func parseArgs(op, network, address, defaultHost string, opts []Option) (*args, 
 	}
 	if a.host == "" {
 		a.host = defaultHost
+	}
+	return a, nil
+}
+
+// parseOptions applies the options, leaving the address as it is.
+func parseOptions(op, network, address string, opts []Option) (*args, error) {
+	a := &args{op: op, provider: provider(network), address: address}
+	var err error
+	if a.cfg, err = buildConfig(opts); err != nil {
+		return nil, a.opError(err)
+	}
+	if err = a.cfg.resolveKey(); err != nil {
+		return nil, a.opError(err)
 	}
 	return a, nil
 }

@@ -206,9 +206,17 @@ static inline ssize_t netio_rdm_cq_read(struct fid_cq *cq, netio_arena *a, struc
 }
 
 static inline ssize_t netio_rdm_cq_readerr(struct fid_cq *cq, netio_arena *a, uint64_t *token, uint64_t *flags, uint64_t *len, uint64_t *tag, int *err, int *prov_errno, char *msg, size_t msglen) {
+	// Without fi_cq_strerror: tcp;ofi_rxm 1.17 crashed inside it (SIGSEGV)
+	// for an error entry with a provider errno; the text is the errno's.
 	struct fi_cq_err_entry e;
-	ssize_t n = netio_cq_readerr_entry(cq, &e, msg, msglen);
+	memset(&e, 0, sizeof e);
+	ssize_t n = fi_cq_readerr(cq, &e, 0);
 	if (n < 0) return n;
+	msg[0] = 0;
+	if (e.prov_errno) {
+		const char *s = fi_strerror(e.prov_errno < 0 ? -e.prov_errno : e.prov_errno);
+		if (s) { strncpy(msg, s, msglen - 1); msg[msglen - 1] = 0; }
+	}
 	*token = netio_slot_release(a, e.op_context);
 	*flags = e.flags;
 	*len = e.len;

@@ -1,0 +1,319 @@
+package netio
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/lifecycle"
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
+
+// rdmPeer is a link's share of a reliable-datagram endpoint, the linkPort
+// of links on one: its receives are tagged with its own id and its sends
+// go to the peer with the peer link's id as tag, each operation's token
+// carrying the id so that the endpoint hands its completion to the link.
+type rdmPeer struct {
+	ep   *rdmEndpoint
+	l    *link
+	peer ofi.FIAddr
+	id   uint32 // ours: the tag of our receives
+	tag  uint64 // the peer link's id: the tag of our sends
+	segs []ofi.RDMSegment
+
+	// Messages match receives in the order these were posted, but may
+	// complete out of it (tcp;ofi_rxm completes a large message, read by
+	// rendezvous, after smaller ones sent behind it): completions are
+	// handed to the link in posting order, which is the peer's sending
+	// order, as framing and credits need.
+	order []uint32 // receive buffers in posting order, a ring
+	first int      // its oldest
+	count int
+	got   []uint64 // per buffer: 1 + the length received, not handed on yet; 0: none
+
+	stalled bool // in the endpoint's stalled list
+}
+
+var _ linkPort = (*rdmPeer)(nil)
+
+// batch turns segs into RDM operations with tag, in the peer's scratch
+// space (sized at open for a window and a send queue: no allocation).
+func (p *rdmPeer) batch(segs []ofi.Segment, tag uint64) []ofi.RDMSegment {
+	out := p.segs[:0]
+	for _, s := range segs {
+		out = append(out, ofi.RDMSegment{Offset: s.Offset, Len: s.Len, Token: s.Token | uint64(p.id)<<rdmIDShift, Tag: tag, Peer: p.peer})
+	}
+	p.segs = out[:0]
+	return out
+}
+
+func (p *rdmPeer) PostRecv(r *ofi.Region, segs []ofi.Segment) (int, error) {
+	n, err := p.ep.ep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
+	p.stallOn(err)
+	for _, s := range segs[:n] {
+		p.order[(p.first+p.count)%len(p.order)] = uint32(s.Token)
+		p.count++
+	}
+	return n, err
+}
+
+// received takes the completion of receive buffer slot and hands the
+// link every completed one that is next in posting order.
+func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
+	if int(slot) >= len(p.got) {
+		l.complete(tokRecv|uint64(slot), n) // the link says what is wrong
+		return
+	}
+	p.got[slot] = n + 1
+	for p.count > 0 {
+		s := p.order[p.first]
+		g := p.got[s]
+		if g == 0 {
+			return
+		}
+		p.got[s] = 0
+		p.first = (p.first + 1) % len(p.order)
+		p.count--
+		l.complete(tokRecv|uint64(s), g-1)
+	}
+}
+
+func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
+	n, err := p.ep.ep.PostTaggedSend(r, p.batch(segs, p.tag), inject)
+	p.stallOn(err)
+	return n, err
+}
+
+// stallOn has the endpoint come back to the link after a post the
+// provider refused for now (EAGAIN: its queue is full, or a new peer not
+// reached yet): on a connected endpoint a completion of the link's own
+// would, but here none may be coming.
+func (p *rdmPeer) stallOn(err error) {
+	if err != nil && !p.stalled && errors.Is(err, ofi.EAGAIN) {
+		p.stalled = true
+		p.ep.stalled = append(p.ep.stalled, p)
+	}
+}
+
+// PostSendTail is never called: links on RDM endpoints do not lend
+// (linkSizes.lend is false), as ofi's RDM layer sends one buffer each.
+func (p *rdmPeer) PostSendTail(*ofi.Region, ofi.Segment, []byte) error {
+	return errors.New("netio: sends from the writer's memory are not supported on reliable-datagram endpoints")
+}
+
+// attachRDM makes l a link on p to the peer at fi: its buffers, an id,
+// and its receive window posted, so that the peer may send as soon as it
+// hears of them.
+func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
+	res := &l.res
+	res.dom = p.dom
+	p.dom.refs++
+	window, bufSize := l.sizeFor(p.info)
+	l.sizes.lend = false
+	if need := window + l.cfg.txWindow + ctlSlots; p.cq.InFlight()+need > rdmContexts {
+		return errAtLimit // the queue's context slots are spoken for
+	}
+	if err := l.openBuffers(window, bufSize); err != nil {
+		return err
+	}
+	for _, r := range []*ofi.Region{res.rxRegion, res.ctl.region} {
+		if err := p.ep.BindRegion(r); err != nil {
+			return err
+		}
+	}
+	res.port = &rdmPeer{ep: p, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
+		order: make([]uint32, window), got: make([]uint64, window)}
+	if c, ok := l.owner.(*Conn); ok {
+		c.local = p.addr()
+		if a, err := p.av.Lookup(fi); err == nil {
+			c.remote = Addr{Provider: p.network, Name: a.String()}
+		}
+	}
+	return l.postWindow()
+}
+
+// release takes l off the endpoint: its receive window is cancelled, and
+// its buffers stay until the provider has reported that (closing them, or
+// the endpoint, before crashed tcp;ofi_rxm), or, with sends in flight
+// that may never complete (a dead shm peer), until the endpoint closes.
+// On the reactor, from releaseResources.
+func (p *rdmPeer) release(l *link) {
+	res := &l.res
+	pending := 0
+	for i := range l.rx.refs {
+		pending += p.ep.ep.Cancel(tokRecv | uint64(i) | uint64(p.id)<<rdmIDShift)
+	}
+	var keep []*ofi.Region
+	if !l.rx.held.Load() { // else releaseResources keeps it for the messages still held
+		keep = append(keep, res.rxRegion)
+		res.rxRegion = nil
+	}
+	sending := []*ofi.Region{res.txRegion, res.ctl.region}
+	res.txRegion, res.ctl.region = nil, nil
+	if l.txPosted != l.tx.done.Load() || !res.ctl.idle() {
+		for _, r := range sending {
+			if r != nil {
+				p.ep.graves = append(p.ep.graves, r)
+			}
+		}
+	} else {
+		keep = append(keep, sending...)
+	}
+	res.dom = nil // the endpoint's, which closes it
+	p.ep.dom.refs--
+	p.ep.removeLink(p.id, keep, pending) // may close the endpoint
+}
+
+// acceptSent opens an accepted link once its accept has gone: nothing it
+// sends may overtake it.
+func (l *link) acceptSent() {
+	if l.life.State() != lifecycle.Connecting {
+		return
+	}
+	l.forgetSetup()
+	l.opened()
+}
+
+// onRDMAnswer takes the listener's answer to a dialing link.
+func (l *link) onRDMAnswer(m *rdmHello) {
+	if l.life.State() != lifecycle.Connecting || l.tx.mem != nil {
+		return
+	}
+	if m.kind == rdmReject {
+		err := l.rejection(m.data)
+		if err == nil {
+			err = ErrRejected
+		}
+		l.fail(err)
+		return
+	}
+	l.res.port.(*rdmPeer).tag = uint64(m.from)
+	if err := l.takeAccept(m.data); err != nil {
+		l.fail(err)
+		return
+	}
+	l.opened()
+}
+
+// connectRDM begins a connection from l, on its own endpoint p, to the
+// listener at peer: its window posted, then the request.
+func (l *link) connectRDM(p *rdmEndpoint, peer ofi.Address) error {
+	l.hb.dialed = true
+	fi, err := p.av.Insert(peer)
+	if err == nil {
+		err = l.attachRDM(p, fi)
+	}
+	if err == nil {
+		var data []byte
+		data, l.authReq = admit.SealRequest(l.cfg.key, l.hello(), time.Now())
+		err = p.sendHello(fi, &rdmHello{kind: rdmRequest, from: l.res.port.(*rdmPeer).id, addr: p.name.String(), data: data}, nil)
+	}
+	if err != nil {
+		l.releaseResources()
+	}
+	return err
+}
+
+// finEnds reports whether the peer's FIN ends l: on an RDM endpoint no
+// shutdown event follows it, so the FIN itself is the peer's end.
+func (l *link) finEnds() bool {
+	_, ok := l.res.port.(*rdmPeer)
+	return ok
+}
+
+// peerFinished ends a link on an RDM endpoint whose peer sent FIN. Ours
+// answers it, if not sent yet: it tells the peer that nothing more comes
+// from this side, so that it may close its endpoint (a send to a closed
+// shm endpoint of the same process crashed inside the provider). Reads
+// return what arrived, then io.EOF.
+func (l *link) peerFinished() {
+	if !l.finSent {
+		l.finSent = l.sendControl(wire.KindFin, 0)
+	}
+	l.fail(io.EOF)
+}
+
+// onRDMRequest answers a connection request that came to the listener's
+// endpoint p: rejected with the MSG path's reasons, or accepted with a
+// link of its own whose accept goes before anything it sends. On the
+// reactor.
+func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *rdmHello) {
+	ac := ln.ac
+	peer, err := ofi.ParseAddress(m.addr)
+	if err != nil {
+		ac.stats.rejectedPeer.Add(1)
+		return // nowhere to answer
+	}
+	fi, err := p.av.Insert(peer)
+	if err != nil {
+		ac.stats.rejectedPeer.Add(1)
+		return
+	}
+	h, reject := ac.screen(m.data)
+	lc := newLinkConfig(wire.RoleConn, &ln.cfg)
+	switch {
+	case reject != nil:
+		if string(reject) == wire.RejectAuthMarker {
+			ac.stats.rejectedAuth.Add(1)
+		} else {
+			ac.stats.rejectedPeer.Add(1)
+		}
+	case ac.stats.conns.Load() >= int64(ac.maxConns):
+		ac.stats.rejectedFull.Add(1)
+		reject = rejectLimitData
+	case len(ln.accepted)+ln.pending >= cap(ln.accepted):
+		ac.stats.rejectedFull.Add(1)
+		reject = rejectData
+	case !ac.affords(&lc, h):
+		reject = rejectLimitData
+	}
+	if reject == nil {
+		if reject = ln.acceptRDM(p, fi, m.from, h); reject == nil {
+			return
+		}
+	}
+	p.sendHello(fi, &rdmHello{kind: rdmReject, from: rdmMaxID, to: m.from, data: reject}, nil)
+}
+
+// acceptRDM makes the link of an admitted request and sends its accept;
+// it returns the reject to answer with if the link could not be made.
+func (ln *Listener) acceptRDM(p *rdmEndpoint, fi ofi.FIAddr, peerID uint32, h wire.Hello) []byte {
+	ac, eng := ln.ac, ln.eng
+	c, err := newConn(eng, ln.cfg, ac.network)
+	if err != nil {
+		ac.stats.failed.Add(1)
+		return rejectDataFor(err)
+	}
+	eng.ref() // the link's own
+	ac.stats.conns.Add(1)
+	c.listener, c.acceptor = ln, ac
+	l := c.link
+	err = l.attachRDM(p, fi)
+	if err == nil {
+		l.res.port.(*rdmPeer).tag = uint64(peerID)
+		err = l.setPeer(h)
+	}
+	if err == nil {
+		ln.pending++ // its up or setupFailed takes it back
+		l.watchSetup(ac.setupTimeout, &ac.stats)
+		if err = p.sendHello(fi, &rdmHello{kind: rdmAccept, from: l.res.port.(*rdmPeer).id, to: peerID,
+			data: admit.SealAccept(l.cfg.key, l.hello(), h.Auth)}, l); err != nil {
+			ln.pending--
+			l.forgetSetup()
+		}
+	}
+	if err != nil {
+		l.releaseResources()
+		l.owner.released(l)
+		eng.release()
+		if errors.Is(err, ErrMemoryLimit) {
+			ac.stats.rejectedMemory.Add(1)
+		} else {
+			ac.stats.failed.Add(1)
+		}
+		return rejectDataFor(err)
+	}
+	return nil
+}
