@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/netio-go/netio/internal/lifecycle"
+	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
 )
 
@@ -78,7 +79,6 @@ type rdmRetired struct {
 const (
 	rdmHelloSlots = 16
 	rdmIDShift    = 32
-	rdmMaxID      = 1<<30 - 1
 	// rdmContexts are the context slots of an endpoint's queue: every
 	// window and send queue of its links. A link that does not fit is
 	// refused (errAtLimit).
@@ -138,7 +138,7 @@ func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint
 	if p.name, err = p.ep.Name(); err != nil {
 		return nil, err
 	}
-	if p.hello, err = dom.NewRegion(2 * rdmHelloSlots * rdmHelloSize); err != nil {
+	if p.hello, err = dom.NewRegion(2 * rdmHelloSlots * wire.RDMHelloSize); err != nil {
 		return nil, err
 	}
 	if err = p.ep.BindRegion(p.hello); err != nil {
@@ -177,7 +177,7 @@ func (p *rdmEndpoint) start() error {
 func (p *rdmEndpoint) addr() Addr { return Addr{Provider: p.network, Name: p.name.String()} }
 
 func (p *rdmEndpoint) postHelloRecv(slot int) error {
-	p.seg[0] = ofi.RDMSegment{Offset: uint64(slot * rdmHelloSize), Len: rdmHelloSize, Token: tokRecv | uint64(slot), Peer: ofi.AddrUnspec}
+	p.seg[0] = ofi.RDMSegment{Offset: uint64(slot * wire.RDMHelloSize), Len: wire.RDMHelloSize, Token: tokRecv | uint64(slot), Peer: ofi.AddrUnspec}
 	_, err := p.ep.PostRecv(p.hello, p.seg[:])
 	return err
 }
@@ -185,7 +185,7 @@ func (p *rdmEndpoint) postHelloRecv(slot int) error {
 // sendHello sends m to peer from a free send buffer, now or, when the
 // provider refuses for now (the first send to a peer), after the next
 // reads of the queue; open, if not nil, is opened once it went.
-func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *rdmHello, open *link) error {
+func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) error {
 	slot := -1
 	for i, busy := range p.helloBusy {
 		if !busy {
@@ -196,8 +196,8 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *rdmHello, open *link) error 
 	if slot < 0 {
 		return errAtLimit
 	}
-	off := (rdmHelloSlots + slot) * rdmHelloSize
-	b, err := m.marshal(p.hello.Bytes()[off : off+rdmHelloSize])
+	off := (rdmHelloSlots + slot) * wire.RDMHelloSize
+	b, err := m.Marshal(p.hello.Bytes()[off : off+wire.RDMHelloSize])
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (p *rdmEndpoint) flushHellos() {
 			p.helloOut = p.helloOut[1:]
 			continue
 		}
-		p.seg[0] = ofi.RDMSegment{Offset: uint64((rdmHelloSlots + s.slot) * rdmHelloSize), Len: uint64(s.n), Token: tokSend | uint64(s.slot), Peer: s.peer}
+		p.seg[0] = ofi.RDMSegment{Offset: uint64((rdmHelloSlots + s.slot) * wire.RDMHelloSize), Len: uint64(s.n), Token: tokSend | uint64(s.slot), Peer: s.peer}
 		if _, err := p.ep.PostSend(p.hello, p.seg[:], 0); err != nil {
 			if !errors.Is(err, ofi.EAGAIN) {
 				p.helloBusy[s.slot] = false
@@ -315,7 +315,7 @@ func (h *rdmCQHandler) HandleEvents(uint32) {}
 
 // link returns the link a token belongs to, and marks it as polled.
 func (p *rdmEndpoint) link(token uint64, recv bool) *link {
-	l := p.links[uint32(token>>rdmIDShift)&rdmMaxID]
+	l := p.links[uint32(token>>rdmIDShift)&wire.RDMMaxID]
 	if l == nil {
 		return nil
 	}
@@ -335,7 +335,7 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 	if token == ofi.UnknownToken {
 		return
 	}
-	id := uint32(token>>rdmIDShift) & rdmMaxID
+	id := uint32(token>>rdmIDShift) & wire.RDMMaxID
 	if id == 0 {
 		p.onHelloDone(token, n)
 		return
@@ -344,7 +344,7 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 		if token&tokKindMask == tokRecv {
 			l.res.port.(*rdmPeer).received(l, uint32(token), n)
 		} else {
-			l.complete(token&^(rdmMaxID<<rdmIDShift), n)
+			l.complete(token&^(wire.RDMMaxID<<rdmIDShift), n)
 		}
 		return
 	}
@@ -357,7 +357,7 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 
 func (p *rdmEndpoint) onError(ce *ofi.TaggedCompletionError) {
 	token := ce.Token
-	id := uint32(token>>rdmIDShift) & rdmMaxID
+	id := uint32(token>>rdmIDShift) & wire.RDMMaxID
 	switch {
 	case token == ofi.UnknownToken:
 	case id == 0:
@@ -385,16 +385,16 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 	if slot >= rdmHelloSlots {
 		return
 	}
-	off := slot * rdmHelloSize
-	m, err := parseRDMHello(p.hello.Bytes()[off : off+int(min(n, rdmHelloSize))])
+	off := slot * wire.RDMHelloSize
+	m, err := wire.ParseRDMHello(p.hello.Bytes()[off : off+int(min(n, wire.RDMHelloSize))])
 	if err == nil {
-		switch m.kind {
-		case rdmRequest:
+		switch m.Kind {
+		case wire.RDMRequest:
 			if p.listener != nil && !p.closing {
 				p.listener.onRDMRequest(p, &m)
 			}
-		case rdmAccept, rdmReject:
-			if l := p.links[m.to]; l != nil {
+		case wire.RDMAccept, wire.RDMReject:
+			if l := p.links[m.To]; l != nil {
 				l.onRDMAnswer(&m)
 			}
 		}
@@ -405,7 +405,7 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 // addLink gives l an id on the endpoint.
 func (p *rdmEndpoint) addLink(l *link) uint32 {
 	for {
-		p.nextID = p.nextID%rdmMaxID + 1
+		p.nextID = p.nextID%wire.RDMMaxID + 1
 		if p.links[p.nextID] == nil && p.retired[p.nextID] == nil {
 			break
 		}

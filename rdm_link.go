@@ -177,20 +177,20 @@ func (l *link) acceptSent() {
 }
 
 // onRDMAnswer takes the listener's answer to a dialing link.
-func (l *link) onRDMAnswer(m *rdmHello) {
+func (l *link) onRDMAnswer(m *wire.RDMHello) {
 	if l.life.State() != lifecycle.Connecting || l.tx.mem != nil {
 		return
 	}
-	if m.kind == rdmReject {
-		err := l.rejection(m.data)
+	if m.Kind == wire.RDMReject {
+		err := l.rejection(m.Data)
 		if err == nil {
 			err = ErrRejected
 		}
 		l.fail(err)
 		return
 	}
-	l.res.port.(*rdmPeer).tag = uint64(m.from)
-	if err := l.takeAccept(m.data); err != nil {
+	l.res.port.(*rdmPeer).tag = uint64(m.From)
+	if err := l.takeAccept(m.Data); err != nil {
 		l.fail(err)
 		return
 	}
@@ -208,7 +208,7 @@ func (l *link) connectRDM(p *rdmEndpoint, peer ofi.Address) error {
 	if err == nil {
 		var data []byte
 		data, l.authReq = admit.SealRequest(l.cfg.key, l.hello(), time.Now())
-		err = p.sendHello(fi, &rdmHello{kind: rdmRequest, from: l.res.port.(*rdmPeer).id, addr: p.name.String(), data: data}, nil)
+		err = p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMRequest, From: l.res.port.(*rdmPeer).id, Addr: p.name.String(), Data: data}, nil)
 	}
 	if err != nil {
 		l.releaseResources()
@@ -239,9 +239,9 @@ func (l *link) peerFinished() {
 // endpoint p: rejected with the MSG path's reasons, or accepted with a
 // link of its own whose accept goes before anything it sends. On the
 // reactor.
-func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *rdmHello) {
+func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
 	ac := ln.ac
-	peer, err := ofi.ParseAddress(m.addr)
+	peer, err := ofi.ParseAddress(m.Addr)
 	if err != nil {
 		ac.stats.rejectedPeer.Add(1)
 		return // nowhere to answer
@@ -251,7 +251,7 @@ func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *rdmHello) {
 		ac.stats.rejectedPeer.Add(1)
 		return
 	}
-	h, reject := ac.screen(m.data)
+	h, reject := ac.screen(m.Data)
 	lc := newLinkConfig(wire.RoleConn, &ln.cfg)
 	switch {
 	case reject != nil:
@@ -270,11 +270,11 @@ func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *rdmHello) {
 		reject = rejectLimitData
 	}
 	if reject == nil {
-		if reject = ln.acceptRDM(p, fi, m.from, h); reject == nil {
+		if reject = ln.acceptRDM(p, fi, m.From, h); reject == nil {
 			return
 		}
 	}
-	p.sendHello(fi, &rdmHello{kind: rdmReject, from: rdmMaxID, to: m.from, data: reject}, nil)
+	p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: reject}, nil)
 }
 
 // acceptRDM makes the link of an admitted request and sends its accept;
@@ -298,8 +298,8 @@ func (ln *Listener) acceptRDM(p *rdmEndpoint, fi ofi.FIAddr, peerID uint32, h wi
 	if err == nil {
 		ln.pending++ // its up or setupFailed takes it back
 		l.watchSetup(ac.setupTimeout, &ac.stats)
-		if err = p.sendHello(fi, &rdmHello{kind: rdmAccept, from: l.res.port.(*rdmPeer).id, to: peerID,
-			data: admit.SealAccept(l.cfg.key, l.hello(), h.Auth)}, l); err != nil {
+		if err = p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMAccept, From: l.res.port.(*rdmPeer).id, To: peerID,
+			Data: admit.SealAccept(l.cfg.key, l.hello(), h.Auth)}, l); err != nil {
 			ln.pending--
 			l.forgetSetup()
 		}
