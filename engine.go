@@ -69,6 +69,11 @@ type driven interface {
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
 	setDirty(bool) bool
+	// settled reports whether the link has no send in flight and nothing
+	// written that is not posted: a send the provider still holds may
+	// need its queue read to go out, so only a settled link leaves the
+	// busy list before the reactor sleeps.
+	settled() bool
 }
 
 // idleWatcher is an open page whose writer may pause.
@@ -397,12 +402,12 @@ func (e *engine) Poll() bool {
 }
 
 // quietRounds is how many rounds in a row a busy link must find nothing
-// to do before pruneQuiet arms its queue alone: more than a round trip's
+// to do before pruneQuiet arms its queue alone, if it is settled: more than a round trip's
 // wait on a busy link, so that such a link stays polled.
 const quietRounds = 64
 
-// pruneQuiet takes out of the busy list the links quiet for quietRounds
-// whose queue fi_trywait alone finds empty (and arms): their descriptor
+// pruneQuiet takes out of the busy list the settled links quiet for
+// quietRounds whose queue fi_trywait alone finds empty (and arms): their descriptor
 // brings them back. Without it the list holds every link that was used
 // since the reactor last slept, and a reactor kept awake (by one busy
 // connection, or by hundreds of idle ones taking turns to beat) reads
@@ -413,7 +418,7 @@ func (e *engine) pruneQuiet() {
 		q := e.quiet[i]
 		if q < quietRounds {
 			q++
-		} else if f, cq := d.queue(); cq != nil {
+		} else if f, cq := d.queue(); cq != nil && d.settled() {
 			e.one.Reset()
 			e.one.Add(cq)
 			if ok, err := f.fabric.TryWait(&e.one); err == nil && ok {
