@@ -23,8 +23,7 @@ type engine struct {
 	fabrics   map[string]*fabricRes // by provider and fabric name
 	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
 	nextToken uint64
-	dirty     []driven      // links whose CQ was used since the last fi_trywait
-	quiet     []uint8       // per dirty link: rounds in a row it had nothing to do
+	dirty     []busyLink    // links whose CQ was used since the last fi_trywait
 	one       ofi.WaitList  // one link's queue, for pruneQuiet
 	idle      []idleWatcher // open pages watched for a pause of their writer
 	idleTick  timed         // a sleeping reactor's next look for paused writers
@@ -69,11 +68,17 @@ type driven interface {
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
 	setDirty(bool) bool
-	// settled reports whether the link has no send in flight and nothing
-	// written that is not posted: a send the provider still holds may
-	// need its queue read to go out, so only a settled link leaves the
-	// busy list before the reactor sleeps.
+	// settled reports whether the link has no send in flight, nothing
+	// written that is not posted and no work left for postDeferred: only
+	// such a link leaves the busy list before the reactor sleeps, since
+	// nothing but the engine's rounds would do that work.
 	settled() bool
+}
+
+// busyLink is a link in the engine's busy list.
+type busyLink struct {
+	d     driven
+	quiet uint8 // rounds in a row it had nothing to do
 }
 
 // idleWatcher is an open page whose writer may pause.
@@ -380,7 +385,7 @@ func (e *engine) Poll() bool {
 	// (slice.go), so a small message waits for at most one.
 	busy = e.pollUrgent() || busy
 	for i := 0; i < len(e.dirty); i++ {
-		d := e.dirty[i]
+		d := e.dirty[i].d
 		if d.urgent() {
 			continue
 		}
@@ -393,52 +398,66 @@ func (e *engine) Poll() bool {
 			worked = true
 			e.pollUrgent()
 		}
-		if worked && i < len(e.quiet) {
-			e.quiet[i] = 0
+		if worked {
+			e.worked(i, d)
 		}
 	}
 	e.pruneQuiet()
 	return busy
 }
 
+// worked restarts the quiet count of d, which was at i in the busy list
+// when its turn began; a link that ended in the turn may have moved it.
+func (e *engine) worked(i int, d driven) {
+	if i < len(e.dirty) && e.dirty[i].d == d {
+		e.dirty[i].quiet = 0
+		return
+	}
+	for j := range e.dirty {
+		if e.dirty[j].d == d {
+			e.dirty[j].quiet = 0
+			return
+		}
+	}
+}
+
 // quietRounds is how many rounds in a row a busy link must find nothing
-// to do before pruneQuiet arms its queue alone, if it is settled: more than a round trip's
+// to do before pruneQuiet arms its queue alone: more than a round trip's
 // wait on a busy link, so that such a link stays polled.
 const quietRounds = 64
 
 // pruneQuiet takes out of the busy list the settled links quiet for
-// quietRounds whose queue fi_trywait alone finds empty (and arms): their descriptor
-// brings them back. Without it the list holds every link that was used
-// since the reactor last slept, and a reactor kept awake (by one busy
-// connection, or by hundreds of idle ones taking turns to beat) reads
+// quietRounds whose queue fi_trywait alone finds empty (and arms): their
+// descriptor brings them back. Without it the list holds every link that
+// was used since the reactor last slept, and a reactor kept awake (by one
+// busy connection, or by hundreds of idle ones taking turns to beat) reads
 // every one of them on every round.
 func (e *engine) pruneQuiet() {
 	kept := 0
-	for i, d := range e.dirty {
-		q := e.quiet[i]
-		if q < quietRounds {
-			q++
-		} else if f, cq := d.queue(); cq != nil && d.settled() {
+	for _, b := range e.dirty {
+		if b.quiet < quietRounds {
+			b.quiet++
+		} else if f, cq := b.d.queue(); cq != nil && b.d.settled() {
 			e.one.Reset()
 			e.one.Add(cq)
 			if ok, err := f.fabric.TryWait(&e.one); err == nil && ok {
-				d.setDirty(false)
+				b.d.setDirty(false)
 				continue
 			}
-			q = 0
+			b.quiet = 0
 		}
-		e.dirty[kept], e.quiet[kept] = d, q
+		e.dirty[kept] = b
 		kept++
 	}
 	clear(e.dirty[kept:])
-	e.dirty, e.quiet = e.dirty[:kept], e.quiet[:kept]
+	e.dirty = e.dirty[:kept]
 }
 
 // pollUrgent polls the busy links whose traffic is latency-sensitive.
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
-		d := e.dirty[i]
+		d := e.dirty[i].d
 		if !d.urgent() {
 			continue
 		}
@@ -450,9 +469,7 @@ func (e *engine) pollUrgent() bool {
 		}
 		if worked {
 			busy = true
-			if i < len(e.quiet) { // pollCQ may have ended a link
-				e.quiet[i] = 0
-			}
+			e.worked(i, d)
 		}
 	}
 	return busy
@@ -473,8 +490,8 @@ func (e *engine) TryWait() bool {
 		f.waits.Reset()
 		f.waits.Add(f.eq)
 	}
-	for _, d := range e.dirty {
-		if f, cq := d.queue(); cq != nil {
+	for _, b := range e.dirty {
+		if f, cq := b.d.queue(); cq != nil {
 			f.waits.Add(cq)
 		}
 	}
@@ -491,11 +508,11 @@ func (e *engine) TryWait() bool {
 		}
 	}
 	if ok {
-		for _, d := range e.dirty {
-			d.setDirty(false)
+		for _, b := range e.dirty {
+			b.d.setDirty(false)
 		}
 		clear(e.dirty)
-		e.dirty, e.quiet = e.dirty[:0], e.quiet[:0]
+		e.dirty = e.dirty[:0]
 	}
 	return ok
 }
@@ -551,8 +568,7 @@ func (e *engine) forgetIdle(w idleWatcher) {
 // until fi_trywait says it is quiet.
 func (e *engine) markDirty(d driven) {
 	if !d.setDirty(true) {
-		e.dirty = append(e.dirty, d)
-		e.quiet = append(e.quiet, 0)
+		e.dirty = append(e.dirty, busyLink{d: d})
 	}
 }
 
@@ -560,9 +576,8 @@ func (e *engine) markDirty(d driven) {
 func (e *engine) forget(d driven) {
 	if d.setDirty(false) {
 		for i, x := range e.dirty {
-			if x == d {
+			if x.d == d {
 				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
-				e.quiet = append(e.quiet[:i], e.quiet[i+1:]...)
 				break
 			}
 		}
