@@ -29,7 +29,7 @@ demo: deps
 # root package again under the verbs profile (ofi/profile.go: tcp made to
 # fail where verbs would), with the locked-memory limit raised where it
 # may be, since the profile checks it as verbs pins; the tests that hold on every provider on
-# sockets, and its demo; then the multi-host tests, which skip with a
+# sockets; then the multi-host tests, which skip with a
 # message where network namespaces cannot be made (not root, no iproute2).
 SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestPublisherDeliveredKeepsLeftSubscribers)$$
 
@@ -44,7 +44,6 @@ test: deps
 	[ $$plain -eq 0 ] && [ $$profiled -eq 0 ]
 	go test -count=1 -run 'Allocs$$' .
 	NETIO_TEST_PROVIDER=sockets go test -race -count=1 -timeout 10m -run '$(SOCKETS_TESTS)' .
-	go run ./cmd/netio demo -provider sockets -duration 1s
 	$(MAKE) --no-print-directory test-portable
 	$(MAKE) --no-print-directory test-hosts
 

@@ -403,7 +403,7 @@ type child struct {
 
 // startChildCmd starts cmd, a child that reports on stdout line by line and
 // ends when its stdin closes; it is killed at the end of the test.
-func startChildCmd(t *testing.T, cmd *exec.Cmd) *child {
+func startChildCmd(t testing.TB, cmd *exec.Cmd) *child {
 	t.Helper()
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -435,7 +435,7 @@ func startChildCmd(t *testing.T, cmd *exec.Cmd) *child {
 }
 
 // waitFor returns the child's first line that starts with prefix.
-func (c *child) waitFor(t *testing.T, prefix string) string {
+func (c *child) waitFor(t testing.TB, prefix string) string {
 	t.Helper()
 	timeout := time.NewTimer(5 * hangTimeout)
 	defer timeout.Stop()

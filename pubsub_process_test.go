@@ -232,7 +232,7 @@ func publisherChild() {
 	}
 }
 
-func startPubSubChild(t *testing.T, env ...string) *child {
+func startPubSubChild(t testing.TB, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPubSubChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)

@@ -1,16 +1,13 @@
 package netio_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -304,26 +301,8 @@ func BenchmarkPublisherMemory(b *testing.B) {
 	rss0 := residentKB()
 	p := newBenchPublisher(b, "0.0.0.0:0", netio.WithMode(netio.HighThroughput))
 	port := p.Addr().(*netio.Addr).AddrPort.Port()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPubSubChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), psRoleEnv+"=many", psAddrEnv+"="+strconv.Itoa(int(port)), psTagsEnv+"="+strconv.Itoa(subs))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close() // the child exits when its stdin closes
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "READY" {
-		b.Fatalf("child: %q, %v", line, err)
-	}
+	kid := startPubSubChild(b, psRoleEnv+"=many", psAddrEnv+"="+strconv.Itoa(int(port)), psTagsEnv+"="+strconv.Itoa(subs))
+	kid.waitFor(b, "READY") // the child exits when its stdin closes, at cleanup
 	eventually(b, "the publisher counting every subscriber", func() bool { return p.Stats().Subscribers == subs })
 	msg := make([]byte, 64)
 	b.ReportAllocs()

@@ -162,8 +162,29 @@ func TestSubGapsAndInterrupt(t *testing.T) {
 	if err := sub.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(in, "after the gap\n")
+	// The subscriber shows the publisher's drops as a gap when a later
+	// message reaches it; with a buffer of one under drop-newest, that
+	// message may itself be dropped while the backlog drains, so lines
+	// keep coming until the gap is seen.
+	gapSeen := make(chan struct{})
+	after := make(chan struct{})
+	go func() {
+		defer close(after)
+		for {
+			select {
+			case <-gapSeen:
+				return
+			default:
+			}
+			if _, err := io.WriteString(in, "after the gap\n"); err != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // a steady trickle, not a flood that the buffer of one drops
+		}
+	}()
 	sub.waitLine(t, `^gap: tag 1: [0-9]+ messages missing \(seq [0-9]+ to [0-9]+\)$`)
+	close(gapSeen)
+	<-after
 	in.Close()
 	pub.mustExit(t, exitOK)
 	if po := pub.stdout.String(); field(t, po, `(?m)^dropped +([0-9]+) `) == 0 {
