@@ -318,8 +318,17 @@ func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, su
 // the copy of one whose window was full only for a moment, for good under
 // Block without a slow-subscriber limit. Under the tag's turn.
 func waitLater(ctx context.Context, tag, seq uint64, msg []byte, subs []tagSub, later []int) uint64 {
-	if len(later) == 0 {
+	first := func() uint64 {
+		if i := later[0]; !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
+			return 1
+		}
 		return 0
+	}
+	switch len(later) {
+	case 0:
+		return 0
+	case 1:
+		return first() // nothing to allocate for the common slow case
 	}
 	var wg sync.WaitGroup
 	var missed atomic.Uint64
@@ -332,9 +341,7 @@ func waitLater(ctx context.Context, tag, seq uint64, msg []byte, subs []tagSub, 
 			}
 		}()
 	}
-	if i := later[0]; !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
-		missed.Add(1)
-	}
+	missed.Add(first())
 	wg.Wait()
 	return missed.Load()
 }
