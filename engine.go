@@ -23,7 +23,8 @@ type engine struct {
 	fabrics   map[string]*fabricRes // by provider and fabric name
 	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
 	nextToken uint64
-	dirty     []driven      // links whose CQ was used since the last fi_trywait
+	dirty     []busyLink    // links whose CQ was used since the last fi_trywait
+	one       ofi.WaitList  // one link's queue, for pruneQuiet
 	idle      []idleWatcher // open pages watched for a pause of their writer
 	idleTick  timed         // a sleeping reactor's next look for paused writers
 	nextIdle  time.Time     // Poll looks for paused writers from then on
@@ -67,6 +68,17 @@ type driven interface {
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
 	setDirty(bool) bool
+	// settled reports whether the link has no send in flight, nothing
+	// written that is not posted and no work left for postDeferred: only
+	// such a link leaves the busy list before the reactor sleeps, since
+	// nothing but the engine's rounds would do that work.
+	settled() bool
+}
+
+// busyLink is a link in the engine's busy list.
+type busyLink struct {
+	d     driven
+	quiet uint8 // rounds in a row it had nothing to do
 }
 
 // idleWatcher is an open page whose writer may pause.
@@ -374,36 +386,91 @@ func (e *engine) Poll() bool {
 	// (slice.go), so a small message waits for at most one.
 	busy = e.pollUrgent() || busy
 	for i := 0; i < len(e.dirty); i++ {
-		d := e.dirty[i]
+		d := e.dirty[i].d
 		if d.urgent() {
 			continue
 		}
-		if d.pollCQ() {
+		worked := d.pollCQ()
+		if worked {
 			busy = true
 			e.pollUrgent()
 		}
 		if d.postDeferred() {
+			worked = true
 			e.pollUrgent()
 		}
+		if worked {
+			e.worked(i, d)
+		}
 	}
+	e.pruneQuiet()
 	return busy
+}
+
+// worked restarts the quiet count of d, which was at i in the busy list
+// when its turn began; a link that ended in the turn may have moved it.
+func (e *engine) worked(i int, d driven) {
+	if i < len(e.dirty) && e.dirty[i].d == d {
+		e.dirty[i].quiet = 0
+		return
+	}
+	for j := range e.dirty {
+		if e.dirty[j].d == d {
+			e.dirty[j].quiet = 0
+			return
+		}
+	}
+}
+
+// quietRounds is how many rounds in a row a busy link must find nothing
+// to do before pruneQuiet arms its queue alone: more than a round trip's
+// wait on a busy link, so that such a link stays polled.
+const quietRounds = 64
+
+// pruneQuiet takes out of the busy list the settled links quiet for
+// quietRounds whose queue fi_trywait alone finds empty (and arms): their
+// descriptor brings them back. Without it the list holds every link that
+// was used since the reactor last slept, and a reactor kept awake (by one
+// busy connection, or by hundreds of idle ones taking turns to beat) reads
+// every one of them on every round.
+func (e *engine) pruneQuiet() {
+	kept := 0
+	for _, b := range e.dirty {
+		if b.quiet < quietRounds {
+			b.quiet++
+		} else if f, cq := b.d.queue(); cq != nil && b.d.settled() {
+			e.one.Reset()
+			e.one.Add(cq)
+			if ok, err := f.fabric.TryWait(&e.one); err == nil && ok {
+				b.d.setDirty(false)
+				continue
+			}
+			b.quiet = 0
+		}
+		e.dirty[kept] = b
+		kept++
+	}
+	clear(e.dirty[kept:])
+	e.dirty = e.dirty[:kept]
 }
 
 // pollUrgent polls the busy links whose traffic is latency-sensitive.
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
-		d := e.dirty[i]
+		d := e.dirty[i].d
 		if !d.urgent() {
 			continue
 		}
-		if d.pollCQ() {
-			busy = true
-		}
+		worked := d.pollCQ()
 		// What the owner wrote goes now, not when its kick comes up
 		// in the task ring, behind the bulk links' turns.
 		if d.postWritten() {
+			worked = true
+		}
+		if worked {
 			busy = true
+			e.worked(i, d)
 		}
 	}
 	return busy
@@ -424,8 +491,8 @@ func (e *engine) TryWait() bool {
 		f.waits.Reset()
 		f.waits.Add(f.eq)
 	}
-	for _, d := range e.dirty {
-		if f, cq := d.queue(); cq != nil {
+	for _, b := range e.dirty {
+		if f, cq := b.d.queue(); cq != nil {
 			f.waits.Add(cq)
 		}
 	}
@@ -442,8 +509,8 @@ func (e *engine) TryWait() bool {
 		}
 	}
 	if ok {
-		for _, d := range e.dirty {
-			d.setDirty(false)
+		for _, b := range e.dirty {
+			b.d.setDirty(false)
 		}
 		clear(e.dirty)
 		e.dirty = e.dirty[:0]
@@ -502,7 +569,7 @@ func (e *engine) forgetIdle(w idleWatcher) {
 // until fi_trywait says it is quiet.
 func (e *engine) markDirty(d driven) {
 	if !d.setDirty(true) {
-		e.dirty = append(e.dirty, d)
+		e.dirty = append(e.dirty, busyLink{d: d})
 	}
 }
 
@@ -510,7 +577,7 @@ func (e *engine) markDirty(d driven) {
 func (e *engine) forget(d driven) {
 	if d.setDirty(false) {
 		for i, x := range e.dirty {
-			if x == d {
+			if x.d == d {
 				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
 				break
 			}

@@ -140,6 +140,12 @@ func (l *link) queue() (*fabricRes, *ofi.CQ) { return l.res.fab, l.res.cq }
 // the old one.
 func (l *link) setDirty(d bool) bool { was := l.dirty; l.dirty = d; return was }
 
+// settled: see driven. A send in flight may be one the provider still
+// holds; deferred work (postLater) is done only in the engine's rounds.
+func (l *link) settled() bool {
+	return !l.postLater && l.tx.done.Load() == l.txPosted && l.txPosted >= l.tx.head.Load() && l.res.ctl.idle()
+}
+
 func (l *link) onCompletionError(ce *ofi.CompletionError) {
 	if errors.Is(&ce.AsyncError, ofi.ECANCELED) {
 		return // buffers flushed by a shutdown or close

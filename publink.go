@@ -60,7 +60,7 @@ const maxPendingRequests = 64
 // offer results.
 const (
 	offered       = iota // taken, dropped under a drop policy, or the subscriber is gone
-	offerLater           // the gate was taken, or a Block subscriber has no room: publishWaiting
+	offerLater           // another writer had the gate, or a Block subscriber has no room: publishWaiting
 	offerTooLarge        // above the subscriber's message limit
 	offerStranded        // the publisher is closing: the subscriber misses it
 )
@@ -80,8 +80,8 @@ func (pl *pubLink) stopped() int {
 // waiting. Any publishing goroutine, under the tag's turn.
 func (pl *pubLink) offer(tag, seq uint64, msg []byte, policy Policy) int {
 	s := &pl.send
-	if !s.gate.LockFree() && !s.gate.TryLock() {
-		return offerLater
+	if !s.gate.LockFree() && !s.gate.TryLockPastReactor() {
+		return offerLater // another publish or a Flush is inside
 	}
 	pl.send.frames.SetRecord(tag, seq)
 	if s.open && s.unhindered(len(msg)) && s.frames.AppendWhole(msg) {

@@ -279,8 +279,8 @@ func (p *Publisher) Publish(ctx context.Context, tag uint64, msg []byte) error {
 }
 
 // deliver hands message seq of tag to subs: first to every subscriber
-// that takes it without waiting, then to those that make it wait. Under
-// the tag's turn.
+// that takes it without waiting, then to those that make it wait, side by
+// side (waitLater). Under the tag's turn.
 func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, subs []tagSub) error {
 	p.stats.published.Add(1)
 	var laterBuf [8]int
@@ -297,11 +297,7 @@ func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, su
 			missed++
 		}
 	}
-	for _, i := range later {
-		if !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
-			missed++
-		}
-	}
+	missed += waitLater(ctx, tag, seq, msg, subs, later)
 	if tooLarge {
 		return p.opError("publish", ErrMessageTooLarge)
 	}
@@ -314,6 +310,40 @@ func (p *Publisher) deliver(ctx context.Context, tag, seq uint64, msg []byte, su
 		return p.opError("publish", &UndeliveredError{Messages: missed, Subscribers: int(missed), Err: err})
 	}
 	return nil
+}
+
+// waitLater hands message seq to the subscribers of later, which could
+// not take it at once, and returns how many missed it. Each waits on its
+// own: one after the other, a subscriber that never reads would hold back
+// the copy of one whose window was full only for a moment, for good under
+// Block without a slow-subscriber limit. Under the tag's turn.
+func waitLater(ctx context.Context, tag, seq uint64, msg []byte, subs []tagSub, later []int) uint64 {
+	first := func() uint64 {
+		if i := later[0]; !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
+			return 1
+		}
+		return 0
+	}
+	switch len(later) {
+	case 0:
+		return 0
+	case 1:
+		return first() // nothing to allocate for the common slow case
+	}
+	var wg sync.WaitGroup
+	var missed atomic.Uint64
+	for _, i := range later[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !subs[i].pl.publishWaiting(ctx, tag, seq, msg, subs[i].policy) {
+				missed.Add(1)
+			}
+		}()
+	}
+	missed.Add(first())
+	wg.Wait()
+	return missed.Load()
 }
 
 // Flush sends every subscriber's open page now (HighThroughput

@@ -364,7 +364,13 @@ func TestPubSubStuckSubscriberHoldsOnlyItsTag(t *testing.T) {
 	startCtl(t, addr, "0", psBufferEnv+"=16") // never reads
 	reader := startCtl(t, addr, "0,1")
 	reader.send(t, "READ")
-	results := publishLoop(p, 0, nil)
+	// Stopped before the children go (cleanups run last first): once the
+	// stuck one has gone, tag 0 has no subscriber left to wait for, and an
+	// unstopped loop would fill results before the publisher closes and
+	// then block on it for good.
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	results := publishLoop(p, 0, stop)
 	waitBlocked(t, 1, "netio.(*pubLink).publishWaiting")
 	const k = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)

@@ -3,6 +3,7 @@
 package sendgate
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -117,6 +118,23 @@ func (g *Gate) enter(who int32) bool {
 
 // TryLock is a writer entering only if nobody is inside.
 func (g *Gate) TryLock() bool { return g.enter(gateWriter) }
+
+// TryLockPastReactor is a writer entering unless another writer is
+// inside: the reactor, which only seals a page and never waits inside, is
+// waited out. A publisher offering a message must not take the reactor's
+// seal for a subscriber without room, or the message would wait behind
+// subscribers that have none.
+func (g *Gate) TryLockPastReactor() bool {
+	for {
+		if g.enter(gateWriter) {
+			return true
+		}
+		if g.state.Load()&gateWriter != 0 {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
 
 // LockFree enters a gate that is free with no flag set, in one
 // compare-and-swap, or reports false: a caller's fast path, before tryLock.

@@ -78,6 +78,32 @@ func TestSendGateTry(t *testing.T) {
 	g.Unlock()
 }
 
+// A writer that will not wait for another writer waits out the reactor,
+// which holds the gate only to seal a page.
+func TestSendGateTryPastReactor(t *testing.T) {
+	g := New()
+	if !g.TryLock() {
+		t.Fatal("tryLock on a free gate")
+	}
+	if g.TryLockPastReactor() {
+		t.Fatal("entered while a writer is inside")
+	}
+	g.Unlock()
+	if !g.TryReactor() {
+		t.Fatal("tryReactor on a free gate")
+	}
+	entered := make(chan bool)
+	go func() { entered <- g.TryLockPastReactor() }()
+	g.Unlock() // the reactor's seal is over: the writer gets in
+	if !<-entered {
+		t.Fatal("gave up on a gate the reactor held")
+	}
+	if g.TryReactor() {
+		t.Fatal("the reactor entered with the writer inside")
+	}
+	g.Unlock()
+}
+
 // The flags tell a writer to look before it writes; they never keep anyone
 // out, outlive the holders, and only the deadline's can be cleared.
 func TestSendGateFlags(t *testing.T) {
