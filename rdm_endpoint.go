@@ -311,7 +311,20 @@ func (p *rdmEndpoint) Blind() bool { return p.cq != nil && !p.fdWatch }
 // called after every wake, reads it.
 type rdmCQHandler rdmEndpoint
 
-func (h *rdmCQHandler) HandleEvents(uint32) {}
+// HandleEvents re-arms the descriptor, which stays readable (the reactor
+// watches it level-triggered) until fi_trywait succeeds: without it an
+// idle tcp;ofi_rxm endpoint kept the reactor awake, a whole core. When
+// fi_trywait finds completions waiting, Poll reads them in this round and
+// the next wake tries again.
+func (h *rdmCQHandler) HandleEvents(uint32) {
+	p := (*rdmEndpoint)(h)
+	if p.cq == nil {
+		return
+	}
+	p.waits.Reset()
+	p.waits.Add(p.cq)
+	p.fabric.TryWait(&p.waits)
+}
 
 // link returns the link a token belongs to, and marks it as polled.
 func (p *rdmEndpoint) link(token uint64, recv bool) *link {

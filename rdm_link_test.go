@@ -13,6 +13,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/ofi"
+	"github.com/netio-go/netio/reactor"
 )
 
 // rdmNetworks are the reliable-datagram providers the RDM tests run on,
@@ -274,5 +275,30 @@ func TestRDMHighThroughput(t *testing.T) {
 			}
 		}
 		echo(t, s, c, []byte("back"))
+	})
+}
+
+// An idle pair on an RDM endpoint lets the reactor sleep: on its queue's
+// descriptor (tcp;ofi_rxm), waking for heartbeats only, or, where the
+// queue has none (shm), on the reactor's idle timer, once per IdlePoll.
+// A reactor kept awake by a descriptor nobody re-arms wakes thousands of
+// times in the window.
+func TestRDMIdleReactorSleeps(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		c, s, _ := rdmPair(t, network, listen)
+		echo(t, c, s, []byte("one message, then silence"))
+		eventually(t, "the reactor asleep after the echo", reactorAsleep)
+		const window = 300 * time.Millisecond
+		before, w0 := netio.ReactorStats(), time.Now()
+		time.Sleep(window) // silence on purpose: the pair stays idle for a while
+		woke, wall := netio.ReactorStats().Wakeups-before.Wakeups, time.Since(w0)
+		due := 2 * (uint64(wall/netio.DefaultHeartbeatInterval) + 1)
+		if network == "shm" {
+			due += uint64(wall/reactor.DefaultIdlePoll) + 1
+		}
+		t.Logf("%s: idle pair woke the reactor %d times in %v", network, woke, wall.Round(time.Millisecond))
+		if woke > 4*due {
+			t.Errorf("an idle %s pair woke the reactor %d times in %v, for %d wake-ups due", network, woke, wall.Round(time.Millisecond), due)
+		}
 	})
 }
