@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,4 +302,63 @@ func TestRDMIdleReactorSleeps(t *testing.T) {
 			t.Errorf("an idle %s pair woke the reactor %d times in %v, for %d wake-ups due", network, woke, wall.Round(time.Millisecond), due)
 		}
 	})
+}
+
+// TestRDMKillDialer: a dialer on shm dies with SIGKILL. shm tells the
+// survivor nothing (docs/rdm.md), so heartbeats must: a Read blocked on
+// the accepted connection ends with ErrPeerTimeout once the peer has been
+// silent for the heartbeat timeout, and Write fails after it.
+func TestRDMKillDialer(t *testing.T) {
+	const network = "shm"
+	if os.Getenv(childEnv) == "dial" {
+		c, err := netio.Dial(network, os.Getenv(childAddrEnv))
+		if err != nil {
+			childFatal("Dial: %v", err)
+		}
+		if _, err := c.Write([]byte(childHello)); err != nil {
+			childFatal("Write: %v", err)
+		}
+		childBlock()
+		return
+	}
+	const timeout = time.Second
+	ln := rdmListen(t, network, "", netio.WithHeartbeatTimeout(timeout))
+	cmd, _ := startChild(t, "TestRDMKillDialer", "dial", ln.Addr().String())
+	s := acceptOne(t, ln, hangTimeout)
+	defer s.Close()
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
+	buf := make([]byte, 100)
+	if n, err := s.ReadMessage(buf); err != nil || string(buf[:n]) != childHello {
+		t.Fatalf("ReadMessage from the child: %q, %v", buf[:n], err)
+	}
+	s.SetReadDeadline(time.Time{})
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := s.Read(buf)
+		readDone <- err
+	}()
+	waitBlocked(t, 1, "netio.(*Conn).Read")
+	killed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-readDone:
+	case <-time.After(hangTimeout):
+		s.Close()
+		<-readDone
+		t.Fatalf("Read still blocked %v after the shm peer was killed", hangTimeout)
+	}
+	t.Logf("Read returned %v %v after the kill (heartbeat timeout %v)", err, time.Since(killed).Round(time.Millisecond), timeout)
+	if !errors.Is(err, netio.ErrPeerTimeout) {
+		t.Fatalf("Read after the shm peer was killed: %v, want ErrPeerTimeout", err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "read" {
+		t.Fatalf("Read after the peer was killed: %T %v; want a *net.OpError with Op \"read\"", err, err)
+	}
+	if _, err := s.Write([]byte("anyone there?")); err == nil || errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write after the shm peer was killed: %v; want an error other than net.ErrClosed", err)
+	}
 }
