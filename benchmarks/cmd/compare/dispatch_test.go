@@ -51,6 +51,9 @@ func TestModesComplete(t *testing.T) {
 			t.Errorf("mode %q is incomplete or repeated", m.name)
 		}
 		seen[m.name] = true
+		if m.provider != "" && !strings.HasSuffix(m.name, "-"+m.provider) {
+			t.Errorf("mode %q on %s does not say so in its name", m.name, m.provider)
+		}
 		if findMode(m.name) != m {
 			t.Errorf("findMode(%q) does not find it", m.name)
 		}
@@ -191,5 +194,51 @@ func TestPubSubPoints(t *testing.T) {
 		if len(res.SubRates) != 2 || res.MsgRate() <= 0 || res.Messages <= 0 {
 			t.Errorf("%s: implausible result %+v", m.name, res)
 		}
+	}
+}
+
+// TestSkipAbsentProvider: a row on a provider libfabric lacks is dropped
+// with a message naming it; the others stay, in order.
+func TestSkipAbsentProvider(t *testing.T) {
+	absent := &mode{name: "test-absent", provider: "no-such-provider"}
+	var msg bytes.Buffer
+	got := skipAbsent([]*mode{findMode("netio"), absent, findMode("tcp")}, &msg)
+	if len(got) != 2 || got[0].name != "netio" || got[1].name != "tcp" {
+		t.Errorf("kept %v, want netio and tcp", modeNames(got))
+	}
+	if !strings.Contains(msg.String(), "skipping test-absent") || !strings.Contains(msg.String(), "no-such-provider") {
+		t.Errorf("message %q does not name the row and its provider", msg.String())
+	}
+}
+
+// TestShmPoints runs the netio rows on shm through the real dispatcher:
+// the client dials the fi_shm:// address the server printed, from another
+// process.
+func TestShmPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	if err := providerPresent("shm"); err != nil {
+		t.Skip(err)
+	}
+	var progress bytes.Buffer
+	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio-shm"), findMode("netio-ht-shm")},
+		latencyModes: []*mode{findMode("rtt-netio-shm")}, repeat: 1}
+	r := testRunner(t)
+	p.warmup, p.measure = r.warmup, r.measure
+	rep := execute(r, p, "test", &progress)
+	for _, pt := range append(rep.Stream, rep.Latency...) {
+		if len(pt.Runs) != 1 {
+			t.Fatalf("%s: %v", pt.Mode, pt.Errors)
+		}
+		if res := pt.Runs[0]; res.Messages <= 0 || res.Seconds <= 0 || res.Size != 64 {
+			t.Errorf("%s: implausible result %+v", pt.Mode, res)
+		}
+	}
+	if r := rep.Latency[0].Runs[0]; r.MedianNs <= 0 || r.P99Ns < r.MedianNs || r.Samples <= 0 {
+		t.Errorf("round trip result %+v", r)
+	}
+	if md := rep.Markdown(); !strings.Contains(md, "`shm` for the rows on shm") {
+		t.Errorf("report does not name the shm provider:\n%s", md)
 	}
 }

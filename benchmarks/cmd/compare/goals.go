@@ -25,6 +25,9 @@ var goals = []goal{
 	{what: "HighThroughput, WriteBatch + NextBatch, 64 B", netio: "netio-ht-batch", vs: "tcp-bufio", size: 64, bound: 1.0},
 	{what: "HighThroughput, 1 MiB", netio: "netio-ht", vs: "ofi", size: 1 << 20, bound: 0.9},
 	{what: "LowLatency, 1 MiB", netio: "netio", vs: "tcp", size: 1 << 20, bound: 0.9},
+	// netio on shm against netio on tcp, both between two processes.
+	{what: "on shm: LowLatency round trip, 64 B", netio: "rtt-netio-shm", vs: "rtt-netio", size: 64, bound: 0.5, roundTrips: true},
+	{what: "on shm: LowLatency, 1 MiB", netio: "netio-shm", vs: "netio", size: 1 << 20, bound: 1.0},
 }
 
 // point finds mode's point at size among the stream or round-trip points.

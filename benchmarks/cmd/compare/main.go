@@ -15,6 +15,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -132,6 +133,8 @@ func parentMain(args []string) int {
 			}
 		}
 	}
+	p.streamModes = skipAbsent(p.streamModes, os.Stderr)
+	p.latencyModes = skipAbsent(p.latencyModes, os.Stderr)
 	if *repeat > 0 {
 		p.repeat = *repeat
 	}
@@ -183,6 +186,36 @@ func parentMain(args []string) int {
 		}
 	}
 	return 0
+}
+
+// skipAbsent drops the modes whose libfabric provider this machine lacks,
+// saying so on w, so that a run without shm still measures the rest.
+func skipAbsent(ms []*mode, w io.Writer) []*mode {
+	var kept []*mode
+	for _, m := range ms {
+		if m.provider != "" {
+			if err := providerPresent(m.provider); err != nil {
+				fmt.Fprintf(w, "compare: skipping %s: %v\n", m.name, err)
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+// providerPresent asks libfabric for reliable-datagram endpoints on
+// provider, as netio's Listen does.
+func providerPresent(provider string) error {
+	l, err := ofi.GetRDMInfo(ofi.RDMHints{Provider: provider})
+	if err != nil {
+		if errors.Is(err, ofi.ENODATA) {
+			return fmt.Errorf("libfabric %s has no %s provider here (%w)", ofi.LibraryVersion(), provider, err)
+		}
+		return err
+	}
+	l.Free()
+	return nil
 }
 
 func modeNames(ms []*mode) string {

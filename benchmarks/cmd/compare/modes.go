@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/ofi"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -35,12 +37,42 @@ type mode struct {
 	// fanout marks the fan-out rows (fanout.go): publish/subscribe at
 	// 64 B only, in a table of their own.
 	fanout bool
+	// provider, when set, is a libfabric provider the row needs beyond
+	// tcp; a run skips the row, saying so, where libfabric lacks it.
+	provider string
+}
+
+// A fabric is what a netio row listens and dials on.
+type fabric struct {
+	network string // netio.Listen's and Dial's network
+	address string // the address to listen on
+}
+
+var (
+	// onTCP: connected endpoints (FI_EP_MSG) over loopback.
+	onTCP = fabric{"tcp", "127.0.0.1:0"}
+	// onSHM: reliable-datagram endpoints in shared memory. shm names its
+	// endpoints after the process, so Listen takes no address and the
+	// listener's Addr (fi_shm://...) is what the client dials.
+	onSHM = fabric{"shm", ""}
+)
+
+func (f fabric) listen(opts ...netio.Option) (*netio.Listener, error) {
+	ln, err := netio.Listen(f.network, f.address, opts...)
+	if errors.Is(err, ofi.ENODATA) {
+		return nil, fmt.Errorf("libfabric here has no %s provider: %w", f.network, err)
+	}
+	return ln, err
+}
+
+func (f fabric) dial(addr string, opts ...netio.Option) (*netio.Conn, error) {
+	return netio.Dial(f.network, addr, opts...)
 }
 
 // streamModes are the one-way throughput rows, in table order; netio first.
 var streamModes = []*mode{
-	{name: "netio", label: "netio LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver, client: netioSender},
-	{name: "netio-ht", label: "netio HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver, client: netioHTSender},
+	{name: "netio", label: "netio LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver(onTCP), client: netioSender(onTCP)},
+	{name: "netio-ht", label: "netio HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver(onTCP), client: netioHTSender(onTCP)},
 	{name: "netio-ht-batch", label: "netio HT (WriteBatch / NextBatch)", timedBy: "server", server: netioHTBatchReceiver, client: netioHTBatchSender},
 	{name: "zmq-push", label: "ZeroMQ PUSH/PULL (Go)", timedBy: "server", server: zmqPullReceiver, client: zmqPushSender},
 	{name: "zmq-c", label: "ZeroMQ PUSH/PULL (C)", timedBy: "server", cArgs: zmqCArgs},
@@ -48,6 +80,10 @@ var streamModes = []*mode{
 	{name: "tcp", label: "Go net.TCPConn, one Write per message", timedBy: "server", server: tcpReceiver(false), client: tcpSender(false)},
 	{name: "tcp-bufio", label: "Go net.TCPConn + 1 MiB bufio", timedBy: "server", server: tcpReceiver(true), client: tcpSender(true)},
 	{name: "ofi", label: "bare libfabric (ofi/), windowed, busy poll", timedBy: "server", server: ofiReceiver, client: ofiSender},
+	// The same netio rows between two processes over libfabric's shm
+	// provider instead of tcp.
+	{name: "netio-shm", label: "netio on shm, LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver(onSHM), client: netioSender(onSHM), provider: "shm"},
+	{name: "netio-ht-shm", label: "netio on shm, HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver(onSHM), client: netioHTSender(onSHM), provider: "shm"},
 }
 
 // optInModes run only when -modes names them: not part of the default
@@ -62,11 +98,12 @@ var optInModes = []*mode{
 
 // latencyModes are the 64 B round-trip rows; netio first.
 var latencyModes = []*mode{
-	{name: "rtt-netio", label: "netio (Write / ReadMessage both sides)", latency: true, timedBy: "client", server: netioEcho(false), client: netioPinger},
-	{name: "rtt-netio-onmessage", label: "netio, server answers in OnMessage", latency: true, timedBy: "client", server: netioEcho(true), client: netioPinger},
+	{name: "rtt-netio", label: "netio (Write / ReadMessage both sides)", latency: true, timedBy: "client", server: netioEcho(onTCP, false), client: netioPinger(onTCP)},
+	{name: "rtt-netio-onmessage", label: "netio, server answers in OnMessage", latency: true, timedBy: "client", server: netioEcho(onTCP, true), client: netioPinger(onTCP)},
 	{name: "rtt-zmq", label: "ZeroMQ REQ/REP (Go)", latency: true, timedBy: "client", server: zmqRep, client: zmqReq},
 	{name: "rtt-tcp", label: "Go net.TCPConn, blocking", latency: true, timedBy: "client", server: tcpEcho, client: tcpPinger},
 	{name: "rtt-ofi", label: "bare libfabric (ofi/), busy poll", latency: true, timedBy: "client", server: ofiEcho, client: ofiPinger},
+	{name: "rtt-netio-shm", label: "netio on shm (Write / ReadMessage both sides)", latency: true, timedBy: "client", server: netioEcho(onSHM, false), client: netioPinger(onSHM), provider: "shm"},
 }
 
 // testModes are extra modes the tests register (in the child too, since
@@ -84,42 +121,46 @@ func findMode(name string) *mode {
 
 // ---- netio: NetIO's low-latency mode, one Write per message.
 
-func netioReceiver(a *childArgs, announce func(string)) (*Result, error) {
-	ln, err := netio.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	announce(ln.Addr().String())
-	c, err := ln.AcceptConn()
-	if err != nil {
-		return nil, err
-	}
-	cnt := newCounter(a)
-	buf := make([]byte, a.Size)
-	for {
-		n, err := c.ReadMessage(buf)
+func netioReceiver(f fabric) func(*childArgs, func(string)) (*Result, error) {
+	return func(a *childArgs, announce func(string)) (*Result, error) {
+		ln, err := f.listen()
 		if err != nil {
 			return nil, err
 		}
-		if done, err := cnt.got(buf[:n]); err != nil || done {
+		announce(ln.Addr().String())
+		c, err := ln.AcceptConn()
+		if err != nil {
+			return nil, err
+		}
+		cnt := newCounter(a)
+		buf := make([]byte, a.Size)
+		for {
+			n, err := c.ReadMessage(buf)
 			if err != nil {
 				return nil, err
 			}
-			return cnt.result()
+			if done, err := cnt.got(buf[:n]); err != nil || done {
+				if err != nil {
+					return nil, err
+				}
+				return cnt.result()
+			}
 		}
 	}
 }
 
-func netioSender(a *childArgs) (*Result, error) {
-	c, err := netio.Dial("tcp", a.Addr)
-	if err != nil {
-		return nil, err
-	}
-	msg := payload(a.Size)
-	for seq := uint64(0); ; seq++ {
-		binary.LittleEndian.PutUint64(msg, seq)
-		if _, err := c.Write(msg); err != nil {
+func netioSender(f fabric) func(*childArgs) (*Result, error) {
+	return func(a *childArgs) (*Result, error) {
+		c, err := f.dial(a.Addr)
+		if err != nil {
 			return nil, err
+		}
+		msg := payload(a.Size)
+		for seq := uint64(0); ; seq++ {
+			binary.LittleEndian.PutUint64(msg, seq)
+			if _, err := c.Write(msg); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
@@ -128,30 +169,32 @@ func netioSender(a *childArgs) (*Result, error) {
 // 8-byte length, received without a copy. The sender is killed like the
 // others once the receiver has its result, so it neither flushes nor closes.
 
-func netioHTReceiver(a *childArgs, announce func(string)) (*Result, error) {
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(netio.HighThroughput))
-	if err != nil {
-		return nil, err
-	}
-	announce(ln.Addr().String())
-	c, err := ln.AcceptConn()
-	if err != nil {
-		return nil, err
-	}
-	cnt := newCounter(a)
-	cnt.m.sample = func() int64 { return int64(c.Stats().PagesReceived) }
-	for {
-		m, err := c.NextMessage()
+func netioHTReceiver(f fabric) func(*childArgs, func(string)) (*Result, error) {
+	return func(a *childArgs, announce func(string)) (*Result, error) {
+		ln, err := f.listen(netio.WithMode(netio.HighThroughput))
 		if err != nil {
 			return nil, err
 		}
-		done, err := cnt.got(m.Bytes())
-		m.Release()
+		announce(ln.Addr().String())
+		c, err := ln.AcceptConn()
 		if err != nil {
 			return nil, err
 		}
-		if done {
-			return cnt.result()
+		cnt := newCounter(a)
+		cnt.m.sample = func() int64 { return int64(c.Stats().PagesReceived) }
+		for {
+			m, err := c.NextMessage()
+			if err != nil {
+				return nil, err
+			}
+			done, err := cnt.got(m.Bytes())
+			m.Release()
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				return cnt.result()
+			}
 		}
 	}
 }
@@ -163,7 +206,7 @@ const htBatch = 256
 // (up to htBatch) under one lock, valid until the next read, nothing to
 // release. Its sender writes htBatch messages per WriteBatch.
 func netioHTBatchReceiver(a *childArgs, announce func(string)) (*Result, error) {
-	ln, err := netio.Listen("tcp", "127.0.0.1:0", netio.WithMode(netio.HighThroughput))
+	ln, err := onTCP.listen(netio.WithMode(netio.HighThroughput))
 	if err != nil {
 		return nil, err
 	}
@@ -192,16 +235,18 @@ func netioHTBatchReceiver(a *childArgs, announce func(string)) (*Result, error) 
 	}
 }
 
-func netioHTSender(a *childArgs) (*Result, error) {
-	c, err := netio.Dial("tcp", a.Addr, netio.WithMode(netio.HighThroughput))
-	if err != nil {
-		return nil, err
-	}
-	msg := payload(a.Size)
-	for seq := uint64(0); ; seq++ {
-		binary.LittleEndian.PutUint64(msg, seq)
-		if _, err := c.Write(msg); err != nil {
+func netioHTSender(f fabric) func(*childArgs) (*Result, error) {
+	return func(a *childArgs) (*Result, error) {
+		c, err := f.dial(a.Addr, netio.WithMode(netio.HighThroughput))
+		if err != nil {
 			return nil, err
+		}
+		msg := payload(a.Size)
+		for seq := uint64(0); ; seq++ {
+			binary.LittleEndian.PutUint64(msg, seq)
+			if _, err := c.Write(msg); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
@@ -209,7 +254,7 @@ func netioHTSender(a *childArgs) (*Result, error) {
 // netioHTBatchSender writes htBatch messages per WriteBatch call, each
 // with its own sequence number.
 func netioHTBatchSender(a *childArgs) (*Result, error) {
-	c, err := netio.Dial("tcp", a.Addr, netio.WithMode(netio.HighThroughput))
+	c, err := onTCP.dial(a.Addr, netio.WithMode(netio.HighThroughput))
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +273,13 @@ func netioHTBatchSender(a *childArgs) (*Result, error) {
 	}
 }
 
-func netioEcho(onMessage bool) func(*childArgs, func(string)) (*Result, error) {
+func netioEcho(f fabric, onMessage bool) func(*childArgs, func(string)) (*Result, error) {
 	return func(a *childArgs, announce func(string)) (*Result, error) {
 		var opts []netio.Option
 		if onMessage {
 			opts = append(opts, netio.WithOnMessage(func(c *netio.Conn, msg []byte) { c.Write(msg) }))
 		}
-		ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
+		ln, err := f.listen(opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -259,23 +304,25 @@ func netioEcho(onMessage bool) func(*childArgs, func(string)) (*Result, error) {
 	}
 }
 
-func netioPinger(a *childArgs) (*Result, error) {
-	c, err := netio.Dial("tcp", a.Addr)
-	if err != nil {
-		return nil, err
-	}
-	msg, buf := payload(a.Size), make([]byte, a.Size)
-	return pinger(a, func(seq uint64) error {
-		binary.LittleEndian.PutUint64(msg, seq)
-		if _, err := c.Write(msg); err != nil {
-			return err
-		}
-		n, err := c.ReadMessage(buf)
+func netioPinger(f fabric) func(*childArgs) (*Result, error) {
+	return func(a *childArgs) (*Result, error) {
+		c, err := f.dial(a.Addr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return checkEcho(buf[:n], a.Size, seq)
-	})
+		msg, buf := payload(a.Size), make([]byte, a.Size)
+		return pinger(a, func(seq uint64) error {
+			binary.LittleEndian.PutUint64(msg, seq)
+			if _, err := c.Write(msg); err != nil {
+				return err
+			}
+			n, err := c.ReadMessage(buf)
+			if err != nil {
+				return err
+			}
+			return checkEcho(buf[:n], a.Size, seq)
+		})
+	}
 }
 
 // ---- Go's net.TCPConn: an 8-byte length prefix, then the payload.

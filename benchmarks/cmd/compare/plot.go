@@ -127,6 +127,8 @@ func lineColor(i int) color.Color {
 		{86, 180, 233, 255},  // sky blue
 		{0, 158, 115, 255},   // green
 		{204, 121, 167, 255}, // purple
+		{200, 30, 30, 255},   // netio on shm, LL: red
+		{120, 0, 0, 255},     // netio on shm, HT: dark red
 	}
 	return pal[i%len(pal)]
 }

@@ -388,7 +388,14 @@ func (r *report) Markdown() string {
 	if r.Machine.Netio != "" {
 		w("- netio: %s\n", r.Machine.Netio)
 	}
-	w("- software: libfabric %s (provider `tcp`, loopback), %s, libzmq %s through github.com/pebbe/zmq4", r.Machine.Libfabric, r.Machine.Go, r.Machine.ZeroMQ)
+	providers := "provider `tcp`, loopback"
+	for _, p := range r.allPoints() {
+		if m := findMode(p.Mode); m != nil && m.provider == "shm" {
+			providers = "provider `tcp` on loopback, `shm` for the rows on shm"
+			break
+		}
+	}
+	w("- software: libfabric %s (%s), %s, libzmq %s through github.com/pebbe/zmq4", r.Machine.Libfabric, providers, r.Machine.Go, r.Machine.ZeroMQ)
 	if r.Machine.CC != "" {
 		w(" and from C (%s, `%s`)", r.Machine.CC, strings.Join(cFlags, " "))
 	}
@@ -507,6 +514,7 @@ var methodNotes = `- **netio LL**: ` + "`netio.Dial`/`Listen`" + ` with default 
 - **ZeroMQ XPUB/SUB**: XPUB_NODROP=1 and the same HWMs, so a send at the mark waits instead of dropping; the publisher starts after the subscription has arrived, and the subscriber's sequence check proves nothing was lost.
 - **Go net.TCPConn**: one ` + "`Write`" + ` of an 8-byte length prefix plus the payload per message; the receiver reads prefix and payload with ` + "`io.ReadFull`" + ` straight from the connection. **+ 1 MiB bufio**: the same frames through a 1 MiB ` + "`bufio.Writer`" + ` (it goes out when full; the run ends by the sender being killed, so no final flush is counted) and read through a 1 MiB ` + "`bufio.Reader`" + `. Go's default TCP_NODELAY.
 - **bare libfabric**: netio's ` + "`ofi`" + ` binding without netio: FI_EP_MSG on ` + "`tcp`" + `, each process busy-polls its own CQ. The receiver posts W buffers (64, at most 16 MiB: 16 at 1 MiB), sends W in the accept's private data, re-posts buffers in batches and returns the count of re-posted buffers in an 8-byte credit message every W/2; the sender posts sends in batches and never has more than credit + W sent, so it never sends to a peer without a posted buffer.
+- **netio on shm**: the netio LL and HT rows unchanged but for the network: ` + "`netio.Listen(\"shm\", \"\")`" + ` in the receiver, which prints its listener's address (` + "`fi_shm://<pid>:...`" + `), and ` + "`netio.Dial(\"shm\", thatAddress)`" + ` in the sender: libfabric's shared-memory provider, reliable-datagram endpoints, the two processes on one host. The round-trip row is the netio one on shm. A run where libfabric has no shm provider skips these rows and says so.
 - **Round trips**: netio with the echo server in a goroutine (` + "`ReadMessage`+`Write`" + `) and in ` + "`OnMessage`" + ` on the reactor; ZeroMQ REQ/REP; Go TCP blocking reads with the same 8-byte prefix; bare libfabric with both sides busy-polling.
 - Every sender writes every byte of its buffers once before sending, so nobody sends from untouched zero pages.
 `
