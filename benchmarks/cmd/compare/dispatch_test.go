@@ -211,9 +211,10 @@ func TestSkipAbsentProvider(t *testing.T) {
 	}
 }
 
-// TestShmPoints runs the netio rows on shm through the real dispatcher:
-// the client dials the fi_shm:// address the server printed, from another
-// process.
+// TestShmPoints runs the rows on shm through the real dispatcher: the
+// client dials (netio) or inserts (bare libfabric) the fi_shm:// address
+// the server printed, from another process; the receivers check every
+// sequence number, the pingers every echo.
 func TestShmPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -222,8 +223,8 @@ func TestShmPoints(t *testing.T) {
 		t.Skip(err)
 	}
 	var progress bytes.Buffer
-	p := plan{sizes: []int{64}, streamModes: []*mode{findMode("netio-shm"), findMode("netio-ht-shm")},
-		latencyModes: []*mode{findMode("rtt-netio-shm")}, repeat: 1}
+	p := plan{sizes: []int{64, 1 << 20}, streamModes: []*mode{findMode("netio-shm"), findMode("netio-ht-shm"), findMode("ofi-shm")},
+		latencyModes: []*mode{findMode("rtt-netio-shm"), findMode("rtt-ofi-shm")}, repeat: 1}
 	r := testRunner(t)
 	p.warmup, p.measure = r.warmup, r.measure
 	rep := execute(r, p, "test", &progress)
@@ -231,12 +232,14 @@ func TestShmPoints(t *testing.T) {
 		if len(pt.Runs) != 1 {
 			t.Fatalf("%s: %v", pt.Mode, pt.Errors)
 		}
-		if res := pt.Runs[0]; res.Messages <= 0 || res.Seconds <= 0 || res.Size != 64 {
+		if res := pt.Runs[0]; res.Messages <= 0 || res.Seconds <= 0 || res.Size != pt.Size {
 			t.Errorf("%s: implausible result %+v", pt.Mode, res)
 		}
 	}
-	if r := rep.Latency[0].Runs[0]; r.MedianNs <= 0 || r.P99Ns < r.MedianNs || r.Samples <= 0 {
-		t.Errorf("round trip result %+v", r)
+	for _, pt := range rep.Latency {
+		if r := pt.Runs[0]; r.MedianNs <= 0 || r.P99Ns < r.MedianNs || r.Samples <= 0 {
+			t.Errorf("%s: round trip result %+v", pt.Mode, r)
+		}
 	}
 	if md := rep.Markdown(); !strings.Contains(md, "`shm` for the rows on shm") {
 		t.Errorf("report does not name the shm provider:\n%s", md)

@@ -84,6 +84,7 @@ var streamModes = []*mode{
 	// provider instead of tcp.
 	{name: "netio-shm", label: "netio on shm, LL (Write / ReadMessage)", timedBy: "server", server: netioReceiver(onSHM), client: netioSender(onSHM), provider: "shm"},
 	{name: "netio-ht-shm", label: "netio on shm, HT (Write / NextMessage+Release)", timedBy: "server", server: netioHTReceiver(onSHM), client: netioHTSender(onSHM), provider: "shm"},
+	{name: "ofi-shm", label: "bare libfabric on shm (ofi/ RDM), windowed, busy poll", timedBy: "server", server: ofiRDMReceiver("shm"), client: ofiRDMSender("shm"), provider: "shm"},
 }
 
 // optInModes run only when -modes names them: not part of the default
@@ -104,6 +105,7 @@ var latencyModes = []*mode{
 	{name: "rtt-tcp", label: "Go net.TCPConn, blocking", latency: true, timedBy: "client", server: tcpEcho, client: tcpPinger},
 	{name: "rtt-ofi", label: "bare libfabric (ofi/), busy poll", latency: true, timedBy: "client", server: ofiEcho, client: ofiPinger},
 	{name: "rtt-netio-shm", label: "netio on shm (Write / ReadMessage both sides)", latency: true, timedBy: "client", server: netioEcho(onSHM, false), client: netioPinger(onSHM), provider: "shm"},
+	{name: "rtt-ofi-shm", label: "bare libfabric on shm (ofi/ RDM), busy poll", latency: true, timedBy: "client", server: ofiRDMEcho("shm"), client: ofiRDMPinger("shm"), provider: "shm"},
 }
 
 // testModes are extra modes the tests register (in the child too, since
