@@ -26,8 +26,8 @@ var goals = []goal{
 	{what: "HighThroughput, 1 MiB", netio: "netio-ht", vs: "ofi", size: 1 << 20, bound: 0.9},
 	{what: "LowLatency, 1 MiB", netio: "netio", vs: "tcp", size: 1 << 20, bound: 0.9},
 	// netio on shm against netio on tcp, both between two processes.
-	{what: "on shm: LowLatency round trip, 64 B", netio: "rtt-netio-shm", vs: "rtt-netio", size: 64, bound: 0.5, roundTrips: true},
-	{what: "on shm: LowLatency, 1 MiB", netio: "netio-shm", vs: "netio", size: 1 << 20, bound: 1.0},
+	{what: "on shm, LowLatency round trip, 64 B, against netio on tcp", netio: "rtt-netio-shm", vs: "rtt-netio", size: 64, bound: 0.5, roundTrips: true},
+	{what: "on shm, LowLatency, 1 MiB, against netio on tcp", netio: "netio-shm", vs: "netio", size: 1 << 20, bound: 1.0},
 }
 
 // point finds mode's point at size among the stream or round-trip points.
