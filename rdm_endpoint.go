@@ -105,10 +105,11 @@ func isRDMProvider(network string) bool {
 // and service where the provider takes them. Not on the reactor: its
 // polling starts with start.
 func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint, err error) {
-	p = &rdmEndpoint{eng: eng, network: network, links: map[uint32]*link{}, retired: map[uint32]*rdmRetired{}}
+	opened := &rdmEndpoint{eng: eng, network: network, links: map[uint32]*link{}, retired: map[uint32]*rdmRetired{}}
+	p = opened
 	defer func() {
 		if err != nil {
-			p.free()
+			opened.free() // p is nil by now
 		}
 	}()
 	if p.list, err = ofi.GetRDMInfo(ofi.RDMHints{Provider: network, Node: node, Service: service}); err != nil {

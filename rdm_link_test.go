@@ -35,6 +35,13 @@ func forEachRDMNetwork(t *testing.T, f func(t *testing.T, network, listen string
 // rdmListen listens on network, or skips when the provider is absent.
 func rdmListen(t testing.TB, network, address string, opts ...netio.Option) *netio.Listener {
 	t.Helper()
+	if os.Getenv("NETIO_PROFILE") != "" {
+		// The profile makes tcp's connected endpoints fail where verbs
+		// would, and counts what they lock; it does not model
+		// reliable-datagram providers, whose endpoints it would only
+		// charge against the locked-memory limit.
+		t.Skip("NETIO_PROFILE: reliable-datagram providers are not profiled")
+	}
 	ln, err := netio.Listen(network, address, opts...)
 	if errors.Is(err, ofi.ENODATA) {
 		t.Skipf("provider %s: %v", network, err)
