@@ -328,7 +328,9 @@ func TestRDMKillDialer(t *testing.T) {
 		childBlock()
 		return
 	}
-	const timeout = time.Second
+	// Long enough that a child starved on a loaded machine is not taken
+	// for dead before it is killed.
+	const timeout = 3 * time.Second
 	ln := rdmListen(t, network, "", netio.WithHeartbeatTimeout(timeout))
 	cmd, _ := startChild(t, "TestRDMKillDialer", "dial", ln.Addr().String())
 	s := acceptOne(t, ln, hangTimeout)
