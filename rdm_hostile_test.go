@@ -1,0 +1,368 @@
+package netio_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/internal/admit"
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
+
+// Hostile input to a Listener on a reliable-datagram provider, from a bare
+// RDM endpoint of package ofi in the same process: what any local process
+// (shm) or any host that reaches the port (tcp;ofi_rxm) can send.
+
+// rawRDM is a bare RDM endpoint that sends what a well-behaved netio never
+// would. One goroutine uses it; it makes progress only when polled.
+type rawRDM struct {
+	t      testing.TB
+	list   *ofi.InfoList
+	fabric *ofi.Fabric
+	domain *ofi.Domain
+	cq     *ofi.RDMCQ
+	av     *ofi.AV
+	ep     *ofi.RDMEndpoint
+	region *ofi.Region
+	name   ofi.Address
+	inject int
+	got    []ofi.TaggedCompletion
+	nextTx int
+}
+
+const (
+	rawRDMRegion  = 1 << 20
+	rawRDMRecvOff = rawRDMRegion / 2 // receives above, sends below
+	rawRDMSlot    = 8 << 10
+	rawTokSend    = 1 << 40
+)
+
+func openRawRDM(t testing.TB, network, listen string) *rawRDM {
+	t.Helper()
+	h := ofi.RDMHints{Provider: network}
+	if listen != "" {
+		h.Node, h.Service = "127.0.0.1", "0"
+	}
+	r := &rawRDM{t: t}
+	var err error
+	if r.list, err = ofi.GetRDMInfo(h); err != nil {
+		if errors.Is(err, ofi.ENODATA) {
+			t.Skipf("provider %s: %v", network, err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(r.close)
+	info := r.list.Entries[0]
+	r.inject = 64
+	if network == "shm" {
+		r.inject = 4096
+	}
+	if r.fabric, err = ofi.OpenFabric(info); err == nil {
+		r.domain, err = r.fabric.OpenDomain(info)
+	}
+	if err == nil {
+		r.cq, err = r.domain.OpenRDMCQ(256, 256)
+	}
+	if err == nil {
+		r.av, err = r.domain.OpenAV(info, 4)
+	}
+	if err == nil {
+		r.ep, err = r.domain.OpenRDMEndpoint(info, r.cq, r.av)
+	}
+	if err == nil {
+		r.region, err = r.domain.NewRegion(rawRDMRegion)
+	}
+	if err == nil {
+		err = r.ep.BindRegion(r.region)
+	}
+	if err == nil {
+		r.name, err = r.ep.Name()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rawRDM) close() {
+	if r.ep != nil {
+		r.ep.Close()
+	}
+	if r.cq != nil {
+		var buf [64]ofi.TaggedCompletion
+		var e ofi.TaggedCompletionError
+		for range 100 {
+			if k, err := r.cq.Read(buf[:]); err != nil {
+				r.cq.ReadError(&e)
+			} else if k == 0 {
+				break
+			}
+		}
+		r.cq.Close()
+	}
+	for _, c := range []interface{ Close() error }{r.av, r.region, r.domain, r.fabric} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	if r.list != nil {
+		r.list.Free()
+	}
+}
+
+// insert adds the peer printed as addr.
+func (r *rawRDM) insert(addr string) ofi.FIAddr {
+	r.t.Helper()
+	a, err := ofi.ParseAddress(addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	fi, err := r.av.Insert(a)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return fi
+}
+
+// poll reads the queue; failed operations are recorded as completions of
+// length 0 with the error's token, as the tests only wait for them.
+func (r *rawRDM) poll() {
+	var buf [32]ofi.TaggedCompletion
+	k, err := r.cq.Read(buf[:])
+	if errors.Is(err, ofi.EAVAIL) {
+		var e ofi.TaggedCompletionError
+		if ok, _ := r.cq.ReadError(&e); ok {
+			r.got = append(r.got, ofi.TaggedCompletion{Token: e.Token})
+		}
+		return
+	}
+	r.got = append(r.got, buf[:k]...)
+}
+
+// await polls until the operation of token completed, and returns it.
+func (r *rawRDM) await(token uint64) ofi.TaggedCompletion {
+	r.t.Helper()
+	var c ofi.TaggedCompletion
+	eventually(r.t, "raw endpoint's operation", func() bool {
+		r.poll()
+		for i, g := range r.got {
+			if g.Token == token {
+				c = g
+				r.got = append(r.got[:i], r.got[i+1:]...)
+				return true
+			}
+		}
+		return false
+	})
+	return c
+}
+
+// send sends b to peer, tagged with tag if tagged, and waits until the
+// provider took it: retried while it answers EAGAIN (the first send to a
+// peer), then its completion unless it went inline.
+func (r *rawRDM) send(peer ofi.FIAddr, tagged bool, tag uint64, b []byte) {
+	r.t.Helper()
+	if len(b) > rawRDMSlot {
+		r.t.Fatalf("raw send of %d bytes", len(b))
+	}
+	off := (r.nextTx % (rawRDMRecvOff / rawRDMSlot)) * rawRDMSlot
+	r.nextTx++
+	copy(r.region.Bytes()[off:], b)
+	token := rawTokSend | uint64(r.nextTx)
+	seg := []ofi.RDMSegment{{Offset: uint64(off), Len: uint64(len(b)), Token: token, Tag: tag, Peer: peer}}
+	post := r.ep.PostSend
+	if tagged {
+		post = r.ep.PostTaggedSend
+	}
+	inject := 0
+	if len(b) <= r.inject {
+		inject = r.inject
+	}
+	eventually(r.t, "raw send accepted", func() bool {
+		n, err := post(r.region, seg, inject)
+		if err != nil && !errors.Is(err, ofi.EAGAIN) {
+			r.t.Fatalf("raw send: %v", err)
+		}
+		r.poll()
+		return n == 1
+	})
+	if inject == 0 {
+		r.await(token)
+	}
+}
+
+// recvUntagged posts an untagged receive in slot i of the receive half,
+// with token i.
+func (r *rawRDM) recvUntagged(i int) {
+	r.t.Helper()
+	seg := []ofi.RDMSegment{{Offset: uint64(rawRDMRecvOff + i*rawRDMSlot), Len: rawRDMSlot, Token: uint64(i), Peer: ofi.AddrUnspec}}
+	if _, err := r.ep.PostRecv(r.region, seg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recvTagged posts a receive for tag in slot i, with token i.
+func (r *rawRDM) recvTagged(i int, tag uint64) {
+	r.t.Helper()
+	seg := []ofi.RDMSegment{{Offset: uint64(rawRDMRecvOff + i*rawRDMSlot), Len: rawRDMSlot, Token: uint64(i), Tag: tag, Peer: ofi.AddrUnspec}}
+	if _, err := r.ep.PostTaggedRecv(r.region, seg); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// received waits for the receive of slot i and returns its bytes.
+func (r *rawRDM) received(i int) []byte {
+	r.t.Helper()
+	c := r.await(uint64(i))
+	off := rawRDMRecvOff + i*rawRDMSlot
+	return append([]byte(nil), r.region.Bytes()[off:off+int(c.Len)]...)
+}
+
+// setup is an RDM set-up message's bytes (wire.RDMHello), without the
+// checks of its Marshal: a hostile peer sends what it likes.
+func setup(kind uint8, from, to uint32, addr string, data []byte) []byte {
+	b := make([]byte, 15, 15+len(addr)+len(data))
+	copy(b, "NRDM")
+	b[4] = kind
+	binary.LittleEndian.PutUint32(b[5:], from)
+	binary.LittleEndian.PutUint32(b[9:], to)
+	binary.LittleEndian.PutUint16(b[13:], uint16(len(addr)))
+	return append(append(b, addr...), data...)
+}
+
+// rawHello is the hello of a raw connection end: LowLatency, window w.
+func rawHello(w uint32) wire.Hello {
+	return wire.Hello{Version: wire.ProtocolLevel, Role: wire.RoleConn, Window: w, BufferSize: rawRDMSlot, MaxMessage: 1 << 16}
+}
+
+// rdmRequest is a set-up request from link from, naming addr, with a key proof
+// made with key.
+func rdmRequest(key []byte, from uint32, addr string) ([]byte, [wire.AuthTrailer]byte) {
+	data, auth := admit.SealRequest(key, rawHello(4), time.Now())
+	return setup(wire.RDMRequest, from, 0, addr, data), auth
+}
+
+// rdmHostileSite is a listener with a key, a connection to it that must
+// keep working, and a raw endpoint that knows the listener's address.
+type rdmHostileSite struct {
+	network, listen string
+	key             []byte
+	ln              *netio.Listener
+	c, s            *netio.Conn
+	raw             *rawRDM
+	lnAddr          ofi.FIAddr
+}
+
+func newRDMHostileSite(t *testing.T, network, listen string) *rdmHostileSite {
+	key := make([]byte, 32)
+	rand.Read(key)
+	h := &rdmHostileSite{network: network, listen: listen, key: key}
+	h.c, h.s, h.ln = rdmPair(t, network, listen, netio.WithKey(key))
+	h.raw = openRawRDM(t, network, listen)
+	h.lnAddr = h.raw.insert(h.ln.Addr().String())
+	return h
+}
+
+// healthy checks what a user would: the connection beside still echoes
+// both ways, and the listener still accepts a new connection that echoes.
+func (h *rdmHostileSite) healthy(t *testing.T) {
+	t.Helper()
+	echo(t, h.c, h.s, []byte("beside"))
+	echo(t, h.s, h.c, []byte("still here"))
+	c, err := netio.Dial(h.network, h.ln.Addr().String(), netio.WithKey(h.key))
+	if err != nil {
+		t.Fatalf("Dial after hostile input: %v", err)
+	}
+	defer c.Close()
+	s := acceptOne(t, h.ln, hangTimeout)
+	defer s.Close()
+	echo(t, c, s, []byte("new"))
+	echo(t, s, c, bytes.Repeat([]byte{7}, 5000))
+}
+
+// seen sends a set-up request with a wrong key after what the test sent,
+// from the same endpoint (send-after-send order), and waits until the
+// listener has counted it: everything before it was handled.
+func (h *rdmHostileSite) seen(t *testing.T) {
+	t.Helper()
+	before := h.ln.Stats().RejectedAuth
+	req, _ := rdmRequest([]byte("not the listener's key, not at all"), 1, h.raw.name.String())
+	h.raw.send(h.lnAddr, false, 0, req)
+	eventually(t, "the listener read the marker request", func() bool {
+		return h.ln.Stats().RejectedAuth > before
+	})
+}
+
+func TestRDMHostileGarbage(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		h := newRDMHostileSite(t, network, listen)
+		valid, _ := rdmRequest(h.key, 9, h.raw.name.String())
+		for _, b := range [][]byte{
+			{},
+			[]byte("x"),
+			[]byte("NTIO-REJECT"),
+			bytes.Repeat([]byte{0xff}, 300),
+			[]byte("NRDM"),
+			valid[:14],                            // header cut short
+			setup(wire.RDMRequest, 9, 0, "", nil), // no address
+			setup(wire.RDMRequest, 0, 0, "fi_shm://1:0:0", nil), // link 0
+			setup(wire.RDMRequest, wire.RDMMaxID+1, 0, "fi_shm://1:0:0", nil),
+			setup(wire.RDMRequest, 9, 5, h.raw.name.String(), valid[15+len(h.raw.name.String()):]), // to a link
+			setup(99, 9, 0, h.raw.name.String(), nil),                                              // unknown kind
+			append(setup(wire.RDMRequest, 9, 0, "", nil)[:13], 0xff, 0xff),                         // address past the end
+			append(valid, bytes.Repeat([]byte{1}, 1000)...),                                        // longer than a set-up buffer
+		} {
+			h.raw.send(h.lnAddr, false, 0, b)
+		}
+		h.seen(t)
+		h.healthy(t)
+	})
+}
+
+// A set-up request with a key proof the listener cannot check, answered
+// with the MSG path's rejection; one naming an address that is not its
+// sender's, real or not, sends that rejection elsewhere or nowhere: the
+// listener goes on either way, also after more of them than it has
+// set-up send buffers.
+func TestRDMHostileSetup(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		h := newRDMHostileSite(t, network, listen)
+		h.raw.recvUntagged(0)
+		req, _ := rdmRequest([]byte("a key of the right length but wrong"), 3, h.raw.name.String())
+		h.raw.send(h.lnAddr, false, 0, req)
+		m, err := wire.ParseRDMHello(h.raw.received(0))
+		if err != nil || m.Kind != wire.RDMReject || m.To != 3 || string(m.Data) != wire.RejectAuthMarker {
+			t.Fatalf("answer to a wrong key: %+v, %v; want a reject to link 3 with the auth marker", m, err)
+		}
+		if st := h.ln.Stats(); st.RejectedAuth != 1 || st.Accepted != 1 {
+			t.Errorf("stats %+v, want 1 rejected for its key and the 1 good connection", st)
+		}
+		h.healthy(t)
+
+		// Another endpoint's address: it gets the rejection.
+		victim := openRawRDM(t, network, listen)
+		victim.recvUntagged(0)
+		req, _ = rdmRequest(nil, 4, victim.name.String())
+		h.raw.send(h.lnAddr, false, 0, req)
+		if m, err := wire.ParseRDMHello(victim.received(0)); err != nil || m.Kind != wire.RDMReject || m.To != 4 {
+			t.Fatalf("the named endpoint got %+v, %v; want a reject to link 4", m, err)
+		}
+
+		// Addresses of nobody, more than the set-up window's send buffers.
+		nobody := "fi_shm://4000000:0:0"
+		if network != "shm" {
+			nobody = "fi_sockaddr_in://127.0.0.1:1"
+		}
+		for i := range 40 {
+			req, _ := rdmRequest(nil, uint32(10+i), nobody)
+			h.raw.send(h.lnAddr, false, 0, req)
+		}
+		h.seen(t)
+		h.healthy(t)
+	})
+}
