@@ -5,6 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,10 +40,11 @@ type rawRDM struct {
 }
 
 const (
-	rawRDMRegion  = 1 << 20
-	rawRDMRecvOff = rawRDMRegion / 2 // receives above, sends below
-	rawRDMSlot    = 8 << 10
-	rawTokSend    = 1 << 40
+	rawRDMRegion   = 1 << 20
+	rawRDMRecvOff  = rawRDMRegion / 2 // receives above, sends below
+	rawRDMSlot     = 8 << 10          // a receive
+	rawRDMSendSlot = 64 << 10
+	rawTokSend     = 1 << 40
 )
 
 func openRawRDM(t testing.TB, network, listen string) *rawRDM {
@@ -167,10 +172,10 @@ func (r *rawRDM) await(token uint64) ofi.TaggedCompletion {
 // peer), then its completion unless it went inline.
 func (r *rawRDM) send(peer ofi.FIAddr, tagged bool, tag uint64, b []byte) {
 	r.t.Helper()
-	if len(b) > rawRDMSlot {
+	if len(b) > rawRDMSendSlot {
 		r.t.Fatalf("raw send of %d bytes", len(b))
 	}
-	off := (r.nextTx % (rawRDMRecvOff / rawRDMSlot)) * rawRDMSlot
+	off := (r.nextTx % (rawRDMRecvOff / rawRDMSendSlot)) * rawRDMSendSlot
 	r.nextTx++
 	copy(r.region.Bytes()[off:], b)
 	token := rawTokSend | uint64(r.nextTx)
@@ -223,6 +228,19 @@ func (r *rawRDM) received(i int) []byte {
 	return append([]byte(nil), r.region.Bytes()[off:off+int(c.Len)]...)
 }
 
+// answer waits for the set-up message to link id, skipping others (the
+// answers to earlier tests' endpoints of the same shm name), with an
+// untagged receive in slot 0.
+func (r *rawRDM) answer(id uint32) (wire.RDMHello, error) {
+	for {
+		r.recvUntagged(0)
+		m, err := wire.ParseRDMHello(r.received(0))
+		if err != nil || m.To == id {
+			return m, err
+		}
+	}
+}
+
 // setup is an RDM set-up message's bytes (wire.RDMHello), without the
 // checks of its Marshal: a hostile peer sends what it likes.
 func setup(kind uint8, from, to uint32, addr string, data []byte) []byte {
@@ -258,11 +276,11 @@ type rdmHostileSite struct {
 	lnAddr          ofi.FIAddr
 }
 
-func newRDMHostileSite(t *testing.T, network, listen string) *rdmHostileSite {
+func newRDMHostileSite(t *testing.T, network, listen string, opts ...netio.Option) *rdmHostileSite {
 	key := make([]byte, 32)
 	rand.Read(key)
 	h := &rdmHostileSite{network: network, listen: listen, key: key}
-	h.c, h.s, h.ln = rdmPair(t, network, listen, netio.WithKey(key))
+	h.c, h.s, h.ln = rdmPair(t, network, listen, append(opts, netio.WithKey(key))...)
 	h.raw = openRawRDM(t, network, listen)
 	h.lnAddr = h.raw.insert(h.ln.Addr().String())
 	return h
@@ -336,11 +354,11 @@ func TestRDMHostileGarbage(t *testing.T) {
 // set-up send buffers.
 func TestRDMHostileSetup(t *testing.T) {
 	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
-		h := newRDMHostileSite(t, network, listen)
-		h.raw.recvUntagged(0)
+		// The set-up timeout bounds how long the rejects to nobody wait.
+		h := newRDMHostileSite(t, network, listen, netio.WithConnectTimeout(2*time.Second))
 		req, _ := rdmRequest([]byte("a key of the right length but wrong"), 3, h.raw.name.String())
 		h.raw.send(h.lnAddr, false, 0, req)
-		m, err := wire.ParseRDMHello(h.raw.received(0))
+		m, err := h.raw.answer(3)
 		if err != nil || m.Kind != wire.RDMReject || m.To != 3 || string(m.Data) != wire.RejectAuthMarker {
 			t.Fatalf("answer to a wrong key: %+v, %v; want a reject to link 3 with the auth marker", m, err)
 		}
@@ -351,10 +369,9 @@ func TestRDMHostileSetup(t *testing.T) {
 
 		// Another endpoint's address: it gets the rejection.
 		victim := openRawRDM(t, network, listen)
-		victim.recvUntagged(0)
 		req, _ = rdmRequest(nil, 4, victim.name.String())
 		h.raw.send(h.lnAddr, false, 0, req)
-		if m, err := wire.ParseRDMHello(victim.received(0)); err != nil || m.Kind != wire.RDMReject || m.To != 4 {
+		if m, err := victim.answer(4); err != nil || m.Kind != wire.RDMReject {
 			t.Fatalf("the named endpoint got %+v, %v; want a reject to link 4", m, err)
 		}
 
@@ -368,6 +385,105 @@ func TestRDMHostileSetup(t *testing.T) {
 			h.raw.send(h.lnAddr, false, 0, req)
 		}
 		h.seen(t)
+		if _, waiting, busy := netio.RDMListenerSetup(h.ln); waiting > busy || busy > 16 {
+			t.Errorf("%d set-up messages waiting in %d send buffers", waiting, busy)
+		}
 		h.healthy(t)
+		eventually(t, "the rejects to nobody given up", func() bool {
+			_, waiting, busy := netio.RDMListenerSetup(h.ln)
+			return waiting == 0 && busy == 0
+		})
+	})
+}
+
+// rawLink is a connection set up by hand from a raw endpoint, and its
+// accepted end.
+type rawLink struct {
+	id, peer uint32 // the raw side's link id, the listener's
+	victim   *netio.Conn
+}
+
+// handSetup sets up a connection from h.raw with link id id, its window
+// of 4 tagged receives in slots 1 to 4 posted first, as netio's dialer
+// does.
+func (h *rdmHostileSite) handSetup(t *testing.T, id uint32) rawLink {
+	t.Helper()
+	for i := 1; i <= 4; i++ {
+		h.raw.recvTagged(i, uint64(id))
+	}
+	req, _ := rdmRequest(h.key, id, h.raw.name.String())
+	h.raw.send(h.lnAddr, false, 0, req)
+	m, err := h.raw.answer(id)
+	if err != nil || m.Kind != wire.RDMAccept {
+		t.Fatalf("answer to a hand-made request: %+v, %v; want an accept", m, err)
+	}
+	return rawLink{id: id, peer: m.From, victim: acceptOne(t, h.ln, hangTimeout)}
+}
+
+// A connection set up by hand from a raw endpoint, then sent the MSG
+// path's hostile frames (hostile_test.go's attacks), one connection per
+// attack: each ends with a clear error, the listener forgets it, and the
+// connection beside goes on. Set-up messages of the other kinds, and
+// tagged messages for links that do not exist, change nothing.
+func TestRDMHostileLink(t *testing.T) {
+	forEachRDMNetwork(t, func(t *testing.T, network, listen string) {
+		h := newRDMHostileSite(t, network, listen, netio.WithBufferSize(hostileBufSize))
+		// A good hand-made connection first: what the attacks start from.
+		rl := h.handSetup(t, 100)
+		h.raw.send(h.lnAddr, true, uint64(rl.peer), dataMsg([]byte("by hand")))
+		rl.victim.SetReadDeadline(time.Now().Add(hangTimeout))
+		if got, err := rl.victim.AppendMessage(nil); err != nil || string(got) != "by hand" {
+			t.Fatalf("hand-made connection read %q, %v", got, err)
+		}
+
+		// Accepts and rejects to a listener, for the links it has and
+		// some it has not, and tagged messages for links that do not
+		// exist: nothing to answer, nothing to end.
+		for _, to := range []uint32{rl.peer, 1, 2, 3, 1000, wire.RDMMaxID} {
+			h.raw.send(h.lnAddr, false, 0, setup(wire.RDMAccept, 7, to, "", []byte("forged accept")))
+			h.raw.send(h.lnAddr, false, 0, setup(wire.RDMReject, 7, to, "", []byte(wire.RejectMarker)))
+		}
+		for _, tag := range []uint64{0, 5000, wire.RDMMaxID, 1 << 40, ^uint64(0)} {
+			h.raw.send(h.lnAddr, true, tag, dataMsg([]byte("nobody's")))
+		}
+		h.seen(t)
+		h.raw.send(h.lnAddr, true, uint64(rl.peer), dataMsg([]byte("still")))
+		if got, err := rl.victim.AppendMessage(nil); err != nil || string(got) != "still" {
+			t.Fatalf("hand-made connection after forged set-up messages read %q, %v", got, err)
+		}
+		h.healthy(t)
+
+		rng := mrand.New(mrand.NewPCG(5, 6))
+		for i, a := range attacks(llListener, rng) {
+			if network == "shm" && a.name == "larger than the receive buffer" {
+				// Above shm's inject size, a message longer than its
+				// receive spins the receiving side (docs/rdm.md).
+				continue
+			}
+			var next rawLink
+			if i == 0 {
+				next = rl
+			} else {
+				next = h.handSetup(t, uint32(100+i))
+			}
+			for _, f := range a.frames {
+				h.raw.send(h.lnAddr, true, uint64(next.peer), f)
+			}
+			err := readToEnd(next.victim, i)
+			var op *net.OpError
+			ok := errors.As(err, &op) && (errors.Is(err, netio.ErrProtocol) || errors.Is(err, netio.ErrMessageTooLarge))
+			if strings.HasPrefix(a.name, "FIN") {
+				ok = errors.Is(err, io.EOF) // on RDM the peer's FIN ends the link
+			}
+			if !ok {
+				t.Errorf("%s: the Conn ended with %v; want ErrProtocol or ErrMessageTooLarge in a *net.OpError", a.name, err)
+			}
+			next.victim.Close()
+		}
+		h.healthy(t)
+		eventually(t, "the hostile links forgotten", func() bool {
+			links, _, _ := netio.RDMListenerSetup(h.ln)
+			return links == 1 // the connection beside
+		})
 	})
 }
