@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -47,7 +48,6 @@ type rdmEndpoint struct {
 	cqBuf     [64]ofi.TaggedCompletion // completions of one read
 
 	links   map[uint32]*link
-	nextID  uint32
 	retired map[uint32]*rdmRetired
 	// graves are buffers of links released with sends in flight, which
 	// on shm to a dead peer never complete: they go with the endpoint.
@@ -269,9 +269,6 @@ func (p *rdmEndpoint) flushHellos() {
 		} else if s.open != nil {
 			s.open.acceptSent()
 		}
-		if p.hello == nil {
-			return // the endpoint went with the link
-		}
 	}
 }
 
@@ -460,17 +457,18 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 	p.postHelloRecv(slot) // after: m points into the buffer
 }
 
-// addLink gives l an id on the endpoint.
+// addLink gives l an id on the endpoint, drawn at random: the id is the
+// tag of the link's receives, and nothing else tells a link's messages
+// (or a dialer's answers) from a third party's, which must then guess
+// among 2^30 rather than count from 1. RDMMaxID is a listener's rejects'.
 func (p *rdmEndpoint) addLink(l *link) uint32 {
-	for {
-		p.nextID = p.nextID%wire.RDMMaxID + 1
-		if p.links[p.nextID] == nil && p.retired[p.nextID] == nil {
-			break
-		}
+	var id uint32
+	for id == 0 || p.links[id] != nil || p.retired[id] != nil {
+		id = 1 + rand.Uint32N(wire.RDMMaxID-1)
 	}
-	p.links[p.nextID] = l
+	p.links[id] = l
 	p.refs++
-	return p.nextID
+	return id
 }
 
 // removeLink forgets the link of id, whose cancelled receives (pending)

@@ -443,8 +443,17 @@ func TestRDMHostileLink(t *testing.T) {
 			h.raw.send(h.lnAddr, false, 0, setup(wire.RDMAccept, 7, to, "", []byte("forged accept")))
 			h.raw.send(h.lnAddr, false, 0, setup(wire.RDMReject, 7, to, "", []byte(wire.RejectMarker)))
 		}
-		for _, tag := range []uint64{0, 5000, wire.RDMMaxID, 1 << 40, ^uint64(0)} {
-			h.raw.send(h.lnAddr, true, tag, dataMsg([]byte("nobody's")))
+		// The first ids, as a third party that counts would guess them:
+		// links' ids are drawn at random, so the connection beside is not
+		// among them.
+		tags := []uint64{0, wire.RDMMaxID, 1 << 40, ^uint64(0)}
+		for id := range uint64(32) {
+			tags = append(tags, 1+id)
+		}
+		for _, tag := range tags {
+			if tag != uint64(rl.peer) {
+				h.raw.send(h.lnAddr, true, tag, dataMsg([]byte("nobody's")))
+			}
 		}
 		h.seen(t)
 		h.raw.send(h.lnAddr, true, uint64(rl.peer), dataMsg([]byte("still")))
