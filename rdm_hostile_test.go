@@ -385,9 +385,6 @@ func TestRDMHostileSetup(t *testing.T) {
 			h.raw.send(h.lnAddr, false, 0, req)
 		}
 		h.seen(t)
-		if _, waiting, busy := netio.RDMListenerSetup(h.ln); waiting > busy || busy > 16 {
-			t.Errorf("%d set-up messages waiting in %d send buffers", waiting, busy)
-		}
 		h.healthy(t)
 		eventually(t, "the rejects to nobody given up", func() bool {
 			_, waiting, busy := netio.RDMListenerSetup(h.ln)
