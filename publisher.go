@@ -13,7 +13,6 @@ import (
 	"github.com/netio-go/netio/internal/sendgate"
 	"github.com/netio-go/netio/internal/turn"
 	"github.com/netio-go/netio/internal/wire"
-	"github.com/netio-go/netio/ofi"
 )
 
 // Publisher sends messages by tag to every subscriber of the tag. Subscribers
@@ -200,7 +199,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 
 // admit accepts a subscriber whose buffers the process can afford; on the
 // reactor.
-func (p *Publisher) admit(req *ofi.Info, h wire.Hello) []byte {
+func (p *Publisher) admit(req *peerRequest, h wire.Hello) []byte {
 	lc := p.linkConfig(Mode(h.Mode))
 	if !p.ac.affords(&lc, h) {
 		return rejectLimitData
