@@ -406,6 +406,8 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 		case wire.RDMRequest:
 			if p.acceptor != nil && !p.closing {
 				p.acceptor.onRDMRequest(p, &m)
+			} else {
+				p.refuse(&m)
 			}
 		case wire.RDMAccept, wire.RDMReject:
 			if l := p.links[m.To]; l != nil {

@@ -2,7 +2,9 @@ package netio
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/netio-go/netio/internal/admit"
@@ -198,6 +200,9 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 	}
 	if m.Kind == wire.RDMReject {
 		err := l.rejection(m.Data)
+		if string(m.Data) == rdmRefusedMarker {
+			err = errRDMRefused
+		}
 		if err == nil {
 			err = ErrRejected
 		}
@@ -274,6 +279,26 @@ func (a *acceptor) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
 	}
 	if reject != nil {
 		a.reject(req, reject)
+	}
+}
+
+// rdmRefusedMarker answers a request to an endpoint that takes none (its
+// Listener or Publisher closed, which leaves the endpoint to its links):
+// the dialer sees ECONNREFUSED, as from a closed tcp port, and a
+// subscription tries again as it would there, instead of waiting out its
+// connect timeout each time.
+const rdmRefusedMarker = "NTIO-REFUSED"
+
+var errRDMRefused = fmt.Errorf("%w (nothing listens at that address any more)", syscall.ECONNREFUSED)
+
+// refuse answers a request that came to p while nothing listens on it.
+func (p *rdmEndpoint) refuse(m *wire.RDMHello) {
+	peer, err := ofi.ParseAddress(m.Addr)
+	if err != nil {
+		return
+	}
+	if fi, err := p.av.Insert(peer); err == nil {
+		p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: []byte(rdmRefusedMarker)}, nil)
 	}
 }
 
