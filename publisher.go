@@ -141,7 +141,9 @@ func (e *UndeliveredError) Error() string {
 func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.Err} }
 
 // ListenPublisher listens for subscribers on address (host:port; port 0
-// picks a free one) over the provider named by network. Subscribers choose
+// picks a free one) over the provider named by network. On a
+// reliable-datagram provider Addr prints the provider's own address, which
+// subscribers dial, and shm takes no address (""). Subscribers choose
 // their mode; the options size every subscriber's link. Only subscribers
 // that hold the publisher's key are admitted: by default the key in the
 // per-user key file (Config.KeyFile), unless WithInsecure.

@@ -73,11 +73,13 @@ type SubscriptionStats struct {
 	EventsDropped uint64
 }
 
-// Subscribe dials the publisher at address (or shares this process's
-// connection to it), subscribes to tags and returns once the publisher has
-// acknowledged them, bounded by ctx and Config.ConnectTimeout. With no
-// tags it returns once connected, and the subscription receives nothing
-// until tags are added (Subscription.Subscribe). Options: WithMode
+// Subscribe dials the publisher at address (host:port, or on a
+// reliable-datagram provider the address its Addr prints), or shares this
+// process's connection to it, subscribes to tags and returns once the
+// publisher has acknowledged them, bounded by ctx and
+// Config.ConnectTimeout. With no tags it returns once connected, and the
+// subscription receives nothing until tags are added
+// (Subscription.Subscribe). Options: WithMode
 // (LowLatency: sent at once, packed behind sends in flight;
 // HighThroughput: pages), WithPolicy,
 // WithSubscriptionBuffer, WithWaitForPublisher (keep trying while the
