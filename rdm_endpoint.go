@@ -54,7 +54,7 @@ type rdmEndpoint struct {
 	serving []*rdmPeer // the stalled being served
 	heard   []bool     // and whether a receive was among them
 
-	listener *Listener // nil for a dialer's endpoint
+	acceptor *acceptor // a Listener's or Publisher's; nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
 	closing  bool      // refs reached 0: rests once the retired are read
 	shared   bool      // the process's endpoint for its dialers: it rests, to be used again
@@ -404,8 +404,10 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 	if err == nil {
 		switch m.Kind {
 		case wire.RDMRequest:
-			if p.listener != nil && !p.closing {
-				p.listener.onRDMRequest(p, &m)
+			if p.acceptor != nil && !p.closing {
+				p.acceptor.onRDMRequest(p, &m)
+			} else {
+				p.refuse(&m)
 			}
 		case wire.RDMAccept, wire.RDMReject:
 			if l := p.links[m.To]; l != nil {
