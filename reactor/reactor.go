@@ -214,6 +214,8 @@ type Reactor struct {
 	blind   blindSleep
 	scratch [8]byte
 	epoch   time.Time
+	now     time.Duration // the round's clock, since epoch (clock.go)
+	round   uint64        // the rounds counted so far
 
 	// Timers and signals not closed yet, closed by Close.
 	ownMu  sync.Mutex
@@ -333,6 +335,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			r.dispatch(n)
 			active = true
 		}
+		r.tick()
 		if r.poll() {
 			active = true
 		}
@@ -342,11 +345,13 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			continue
 		}
 		if r.spin > 0 {
-			now := time.Since(r.epoch)
+			// The round's clock was read before its poll, so a loop
+			// that sleeps has polled once more after a full spin
+			// (clock.go: what a peer's doorbell relies on).
 			if idleSince < 0 {
-				idleSince = now
+				idleSince = r.now
 			}
-			if now-idleSince < r.spin {
+			if r.now-idleSince < r.spin {
 				r.stats.spins.Add(1)
 				// Let another thread have the core if one is waiting
 				// (a peer process on a small machine); costs a system
@@ -378,6 +383,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
 		r.dispatch(n)
+		r.tick()
 		worked := r.poll()
 		if timed {
 			r.afterBlind(worked || r.pending())

@@ -1,0 +1,292 @@
+package netio
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
+
+// A doorbell wakes a reactor asleep with an shm queue, which has no
+// descriptor (docs/rdm.md, "An idle shm process"). Each shm endpoint binds
+// a datagram socket in the abstract namespace, named from its own shm
+// address, and the reactor sleeps on it instead of polling on a timer. A
+// sender rings the peer's bell (one byte, never waiting) only when the
+// peer may be asleep: when its last send or ring to that peer is older
+// than the peer's window, half its spin. The peer polled that earlier
+// message, so it polls until at least a spin later, and it decides to
+// sleep on a clock read before its last poll (reactor/clock.go): a
+// message sent within the window is found without a ring.
+//
+// Both sides tell, in their set-up messages, their window and their
+// network namespace (abstract names are per namespace). A link whose peer
+// does not ring (no doorbell, another namespace, not heard yet) keeps its
+// endpoint on the timer, as does a send not completed yet: the provider
+// finishes it in later polls (CMA's acknowledgement, SAR's segments)
+// without a message to ring for. While one is out the sender also rings
+// the peer each window, so that the peer's half of the transfer goes on.
+
+// bellPrefix names doorbells: the abstract name is the prefix and the
+// endpoint's shm address.
+const bellPrefix = "@netio-doorbell/"
+
+// bellDrain bounds the rings read per wake-up: a local process that rings
+// without end costs a bounded read per round (the descriptor stays ready,
+// level-triggered), nothing more.
+const bellDrain = 64
+
+var ringByte = []byte{1}
+
+// rdmBell is an endpoint's doorbell socket. Reactor only.
+type rdmBell struct {
+	fd         int
+	registered bool
+	rung       bool // read since the last Poll: the next one counts as work
+	buf        [8]byte
+}
+
+// openBell binds the doorbell of the endpoint at addr. It returns nil
+// where it cannot (the name taken, no /proc to tell the namespace): the
+// endpoint then polls on the timer, as without doorbells.
+func openBell(addr string) *rdmBell {
+	if ownNetNS() == 0 {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: bellPrefix + addr}); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	return &rdmBell{fd: fd}
+}
+
+// HandleEvents reads the rings waiting, up to bellDrain; the next Poll
+// reads the queue as busy, so the reactor spins before it sleeps again.
+func (b *rdmBell) HandleEvents(uint32) {
+	for range bellDrain {
+		if _, err := unix.Read(b.fd, b.buf[:]); err != nil {
+			break
+		}
+	}
+	b.rung = true
+}
+
+// ring rings the bell at to; a full or missing bell is no error: a full
+// one is ringing already, a missing one belongs to a peer gone.
+func (b *rdmBell) ring(to *unix.SockaddrUnix) {
+	unix.Sendto(b.fd, ringByte, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, to)
+}
+
+func (b *rdmBell) close() { unix.Close(b.fd) }
+
+var netNS struct {
+	once sync.Once
+	id   uint64
+}
+
+// ownNetNS identifies the process's network namespace (the inode of
+// /proc/self/ns/net); 0 if it cannot tell.
+func ownNetNS() uint64 {
+	netNS.once.Do(func() {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/ns/net", &st) == nil {
+			netNS.id = st.Ino
+		}
+	})
+	return netNS.id
+}
+
+// peerBell is a link's doorbell state: the peer's bell and when it was
+// last known awake. Times are the reactor's round clock. Reactor only.
+type peerBell struct {
+	to     *unix.SockaddrUnix // the peer's bell, when paired
+	window time.Duration      // the peer's: it is awake this long after our last send
+	paired bool               // both ring each other
+
+	last      time.Duration // no later than our last send or ring the peer has taken
+	sentAt    time.Duration // no later than the last send not decided on yet
+	sentRound uint64        // the round of that send
+	sent      bool          // sends not decided on yet
+	listed    bool          // in the endpoint's ringing list
+	out       int           // sends not completed
+}
+
+// bellHello fills in the endpoint's doorbell for a set-up message.
+func (p *rdmEndpoint) bellHello(m *wire.RDMHello) {
+	m.Bell, m.NetNS = wire.RDMNoBell, ownNetNS()
+	if p.bell != nil {
+		m.Bell = uint32(min(p.eng.r.Spin()/2/time.Microsecond, wire.RDMNoBell-1))
+	}
+}
+
+// joinBell sets up q's doorbell state as it joins the endpoint: paired
+// at once by a request heard (the listener's side), or when the accept
+// comes (hearBell).
+func (p *rdmEndpoint) joinBell(q *rdmPeer) {
+	p.deaf++
+	if p.request != nil {
+		p.hearBell(q, p.request)
+	}
+}
+
+// hearBell takes the peer's doorbell from its set-up message.
+func (p *rdmEndpoint) hearBell(q *rdmPeer, m *wire.RDMHello) {
+	b := &q.bell
+	if b.paired || p.bell == nil || m.Bell == wire.RDMNoBell || m.NetNS != ownNetNS() {
+		return
+	}
+	a, err := p.av.Lookup(q.peer)
+	if err != nil {
+		return
+	}
+	b.to = &unix.SockaddrUnix{Name: bellPrefix + a.String()}
+	b.window = time.Duration(m.Bell) * time.Microsecond
+	b.paired = true
+	p.deaf--
+}
+
+// leaveBell forgets q as its link leaves the endpoint.
+func (p *rdmEndpoint) leaveBell(q *rdmPeer) {
+	if !q.bell.paired {
+		p.deaf--
+	}
+	q.bell = peerBell{}
+	for i, r := range p.ringing {
+		if r == q {
+			last := len(p.ringing) - 1
+			p.ringing[i] = p.ringing[last]
+			p.ringing[last] = nil
+			p.ringing = p.ringing[:last]
+			return
+		}
+	}
+}
+
+// sentBell notes sends q posted: no system call, the ring (if any) is
+// decided in the next Poll.
+func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int) {
+	if len(segs) == 0 || p.bell == nil {
+		return
+	}
+	b := &q.bell
+	for i := range segs {
+		if segs[i].Len > uint64(max(inject, 0)) { // fi_inject: no completion
+			b.out++
+			p.sendsOut++
+		}
+	}
+	if !b.paired {
+		return
+	}
+	b.sent, b.sentAt, b.sentRound = true, p.eng.r.Now(), p.eng.r.Round()
+	if !b.listed {
+		b.listed = true
+		p.ringing = append(p.ringing, q)
+	}
+}
+
+// sendDone takes a send completion of link id.
+func (p *rdmEndpoint) sendDone(id uint32) {
+	if p.bell == nil {
+		return
+	}
+	if p.sendsOut > 0 {
+		p.sendsOut--
+	}
+	if l := p.links[id]; l != nil {
+		if q, ok := l.res.port.(*rdmPeer); ok && q.bell.out > 0 {
+			q.bell.out--
+		}
+	}
+}
+
+// ringPeers rings the peers that may be asleep, at the start of Poll: a
+// send noted before this round's clock (a smaller Round) happened before
+// it, so the clock bounds how long the peer has had nothing from us.
+// Sends noted since wait for the next round.
+func (p *rdmEndpoint) ringPeers() {
+	if len(p.ringing) == 0 {
+		return
+	}
+	now, round := p.eng.r.Now(), p.eng.r.Round()
+	keep := p.ringing[:0]
+	for _, q := range p.ringing {
+		b := &q.bell
+		switch {
+		case b.sent && b.sentRound >= round:
+			keep = append(keep, q)
+			continue
+		case b.sent || b.out > 0:
+			if now-b.last >= b.window {
+				p.bell.ring(b.to)
+				b.last = now
+			} else if b.sent {
+				b.last = max(b.last, b.sentAt)
+			}
+			b.sent = false
+		}
+		if b.out > 0 {
+			keep = append(keep, q)
+		} else {
+			b.listed = false
+		}
+	}
+	clear(p.ringing[len(keep):])
+	p.ringing = keep
+}
+
+// unrung reports sends whose ring is not decided yet: the reactor must
+// not sleep before.
+func (p *rdmEndpoint) unrung() bool {
+	for _, q := range p.ringing {
+		if q.bell.sent {
+			return true
+		}
+	}
+	return false
+}
+
+// ringHello rings the bell of peer after a set-up message: rare, so
+// always, whether or not the peer has a bell.
+func (p *rdmEndpoint) ringHello(peer ofi.FIAddr) {
+	if p.bell == nil {
+		return
+	}
+	if a, err := p.av.Lookup(peer); err == nil {
+		p.bell.ring(&unix.SockaddrUnix{Name: bellPrefix + a.String()})
+	}
+}
+
+// startBell has the reactor watch the doorbell.
+func (p *rdmEndpoint) startBell() error {
+	if p.bell == nil || p.bell.registered {
+		return nil
+	}
+	if err := p.eng.r.Register(p.bell.fd, reactorIn, p.bell); err != nil {
+		return err
+	}
+	p.bell.registered = true
+	return nil
+}
+
+// stopBell stops watching it, as the endpoint rests.
+func (p *rdmEndpoint) stopBell() {
+	if p.bell != nil && p.bell.registered {
+		p.eng.r.Unregister(p.bell.fd)
+		p.bell.registered = false
+	}
+}
+
+// closeBell closes it with the endpoint.
+func (p *rdmEndpoint) closeBell() {
+	if p.bell != nil {
+		p.bell.close()
+		p.bell = nil
+	}
+}
