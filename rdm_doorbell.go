@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"os"
 	"sync"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
+	"github.com/netio-go/netio/reactor"
 )
 
 // A doorbell wakes a reactor asleep with an shm queue, which has no
@@ -59,6 +61,9 @@ func openBell(addr string) *rdmBell {
 	if err != nil {
 		return nil
 	}
+	if os.Getenv("BELLDBG") != "" {
+		println("bind", bellPrefix+addr)
+	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: bellPrefix + addr}); err != nil {
 		unix.Close(fd)
 		return nil
@@ -80,6 +85,9 @@ func (b *rdmBell) HandleEvents(uint32) {
 // ring rings the bell at to; a full or missing bell is no error: a full
 // one is ringing already, a missing one belongs to a peer gone.
 func (b *rdmBell) ring(to *unix.SockaddrUnix) {
+	if os.Getenv("BELLDBG") != "" {
+		println("ring", to.Name)
+	}
 	unix.Sendto(b.fd, ringByte, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, to)
 }
 
@@ -168,10 +176,11 @@ func (p *rdmEndpoint) leaveBell(q *rdmPeer) {
 	}
 }
 
-// sentBell notes sends q posted: no system call, the ring (if any) is
-// decided in the next Poll.
-func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int) {
-	if len(segs) == 0 || p.bell == nil {
+// sentBell notes sends q posted, or that the provider refused them for
+// now (refused: its queue to the peer is full, which the peer's progress
+// empties): no system call, the ring (if any) is decided in the next Poll.
+func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int, refused bool) {
+	if (len(segs) == 0 && !refused) || p.bell == nil {
 		return
 	}
 	b := &q.bell
@@ -260,6 +269,19 @@ func (p *rdmEndpoint) ringHello(peer ofi.FIAddr) {
 	}
 	if a, err := p.av.Lookup(peer); err == nil {
 		p.bell.ring(&unix.SockaddrUnix{Name: bellPrefix + a.String()})
+	}
+}
+
+// ringStalled rings peer, at most once per MinIdlePoll, while a set-up
+// message to it is refused for now: shm's first send to a peer waits
+// until the peer's progress has mapped us, and the peer may be asleep.
+func (p *rdmEndpoint) ringStalled(peer ofi.FIAddr) {
+	if p.bell == nil {
+		return
+	}
+	if now := p.eng.r.Now(); now-p.stallRang >= reactor.MinIdlePoll || p.stallRang == 0 {
+		p.stallRang = now
+		p.ringHello(peer)
 	}
 }
 

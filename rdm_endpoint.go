@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"time"
 
 	"github.com/netio-go/netio/internal/lifecycle"
 	"github.com/netio-go/netio/internal/wire"
@@ -36,11 +37,12 @@ type rdmEndpoint struct {
 	waits   ofi.WaitList
 
 	// The doorbell (rdm_doorbell.go), shm only; nil: polled on the timer.
-	bell     *rdmBell
-	ringing  []*rdmPeer     // links whose sends may need a ring
-	deaf     int            // links whose peer does not ring us
-	sendsOut int            // sends not completed, on the links' behalf
-	request  *wire.RDMHello // the request being answered, while it is
+	bell      *rdmBell
+	ringing   []*rdmPeer     // links whose sends may need a ring
+	deaf      int            // links whose peer does not ring us
+	sendsOut  int            // sends not completed, on the links' behalf
+	request   *wire.RDMHello // the request being answered, while it is
+	stallRang time.Duration  // when a refused set-up message last rang its peer
 
 	// The set-up window: rdmHelloSlots untagged receives, then as many
 	// buffers to send from.
@@ -242,6 +244,7 @@ func (p *rdmEndpoint) flushHellos() {
 				}
 				continue
 			}
+			p.ringStalled(s.peer) // the first send to a peer waits for the peer's progress
 			return
 		}
 		p.helloOut = p.helloOut[1:]

@@ -85,7 +85,7 @@ func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) 
 	batch := p.batch(segs, p.tag)
 	n, err := p.ep.ep.PostTaggedSend(r, batch, inject)
 	p.stallOn(err)
-	p.ep.sentBell(p, batch[:n], inject)
+	p.ep.sentBell(p, batch[:n], inject, errors.Is(err, ofi.EAGAIN))
 	return n, err
 }
 
