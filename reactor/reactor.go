@@ -161,6 +161,10 @@ type Stats struct {
 	Sleeps uint64
 	// Wakeups is the number of returns from epoll_wait(-1).
 	Wakeups uint64
+	// TimedSleeps is the number of those sleeps bounded by the timer of
+	// a blind source (BlindPoller): an idle loop without one sleeps
+	// until a descriptor is ready, and this stops growing.
+	TimedSleeps uint64
 	// DoorbellWrites is the number of doorbell eventfd writes by producers
 	// (and Stop): at most one per sleep, however many tasks arrived.
 	DoorbellWrites uint64
@@ -223,7 +227,7 @@ type Reactor struct {
 	closed bool
 
 	stats struct {
-		tasks, overflows, spins, sleeps, wakeups, doorbells atomic.Uint64
+		tasks, overflows, spins, sleeps, wakeups, timed, doorbells atomic.Uint64
 	}
 }
 
@@ -372,6 +376,9 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		}
 		r.stats.sleeps.Add(1)
 		timed := r.armBlind()
+		if timed {
+			r.stats.timed.Add(1)
+		}
 		r.inWait.Store(true)
 		var n int
 		if r.park != nil {
@@ -772,6 +779,7 @@ func (r *Reactor) Stats() Stats {
 		Spins:          r.stats.spins.Load(),
 		Sleeps:         r.stats.sleeps.Load(),
 		Wakeups:        r.stats.wakeups.Load(),
+		TimedSleeps:    r.stats.timed.Load(),
 		DoorbellWrites: r.stats.doorbells.Load(),
 	}
 }

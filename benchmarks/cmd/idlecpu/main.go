@@ -196,4 +196,3 @@ func summary(ds []time.Duration) string {
 		"max " + s[len(s)-1].Round(time.Microsecond).String()}
 	return strings.Join(parts, ", ") + fmt.Sprintf(" (%d)", len(s))
 }
-

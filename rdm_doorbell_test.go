@@ -1,0 +1,130 @@
+package netio_test
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio"
+)
+
+// An idle shm pair's reactor sleeps until a descriptor is ready, not on
+// the blind sources' timer: once asleep, heartbeats (here every 20 ms)
+// wake it again and again, and no sleep of it is a timed one.
+func TestRDMShmIdleSleepsOnDoorbell(t *testing.T) {
+	const beats = 5
+	c, s, _ := rdmPair(t, "shm", "", netio.WithHeartbeatInterval(20*time.Millisecond))
+	echo(t, c, s, []byte("one message, then silence"))
+	eventually(t, "the reactor asleep after the echo", reactorAsleep)
+	before := netio.ReactorStats()
+	eventually(t, "heartbeats waking the reactor", func() bool {
+		return netio.ReactorStats().Wakeups >= before.Wakeups+beats
+	})
+	after := netio.ReactorStats()
+	if timed := after.TimedSleeps - before.TimedSleeps; timed != 0 {
+		t.Errorf("an idle shm pair slept %d times on the timer in %d wake-ups", timed, after.Wakeups-before.Wakeups)
+	}
+}
+
+// A message to an shm peer whose reactor sleeps with no timer to come
+// back on (heartbeats an hour apart, the check for silence off, the
+// blind sources' timer an hour long) arrives:
+// the sender rings the peer's doorbell. The peer is another process, so
+// nothing of this one wakes its reactor.
+func TestRDMShmMessageWakesSleepingPeer(t *testing.T) {
+	opts := []netio.Option{netio.WithHeartbeatInterval(time.Hour), netio.WithHeartbeatTimeout(-1)}
+	if os.Getenv(childEnv) == "dial-sleep" {
+		netio.SetIdlePoll(time.Hour) // no timer to come back on
+		c, err := netio.Dial("shm", os.Getenv(childAddrEnv), opts...)
+		if err != nil {
+			childFatal("Dial: %v", err)
+		}
+		buf := make([]byte, 256)
+		for i := 0; ; i++ {
+			got := make(chan error, 1)
+			var n int
+			go func() {
+				var err error
+				n, err = c.ReadMessage(buf)
+				got <- err
+			}()
+			// Asleep: the reader parked, then the reactor.
+			deadline := time.Now().Add(hangTimeout)
+			for netio.ReaderParks() <= uint64(i) || !reactorAsleep() {
+				if time.Now().After(deadline) {
+					childFatal("the reader or the reactor never slept: %+v", netio.ReactorStats())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			os.Stdout.WriteString("ASLEEP\n")
+			if err := <-got; err != nil {
+				childBlock()
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				childFatal("Write: %v", err)
+			}
+		}
+	}
+	ln := rdmListen(t, "shm", "", opts...)
+	_, out := startChild(t, "TestRDMShmMessageWakesSleepingPeer", "dial-sleep", ln.Addr().String())
+	s := acceptOne(t, ln, hangTimeout)
+	defer s.Close()
+	buf := make([]byte, 256)
+	for i := range 3 {
+		line, err := out.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "ASLEEP" {
+			t.Fatalf("the child: %q, %v", line, err)
+		}
+		msg := []byte("wake up " + string(rune('a'+i)))
+		if _, err := s.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		s.SetReadDeadline(time.Now().Add(hangTimeout))
+		n, err := s.ReadMessage(buf)
+		if err != nil || string(buf[:n]) != string(msg) {
+			t.Fatalf("echo %d from the sleeping child: %q, %v", i, buf[:n], err)
+		}
+	}
+}
+
+// A local process that rings an endpoint's doorbell without end only
+// keeps its reactor awake: messages go on, and once the ringing stops
+// the reactor sleeps again.
+func TestRDMShmHostileRinger(t *testing.T) {
+	c, s, ln := rdmPair(t, "shm", "")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrUnix{Name: netio.DoorbellName(ln.Addr().String())}
+	big := make([]byte, 60000)
+	if err := unix.Sendto(fd, big, 0, to); err != nil {
+		t.Fatalf("ringing the listener's doorbell %q: %v", to.Name, err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			unix.Sendto(fd, big[:i%len(big)], unix.MSG_DONTWAIT, to)
+		}
+	}()
+	for i := range 200 {
+		echo(t, c, s, []byte{byte(i), 1, 2, 3})
+	}
+	close(stop)
+	wg.Wait()
+	echo(t, c, s, []byte("after the ringing"))
+	eventually(t, "the reactor asleep once the ringing stopped", reactorAsleep)
+}
