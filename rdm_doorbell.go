@@ -185,7 +185,7 @@ func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int, re
 	}
 	b := &q.bell
 	for i := range segs {
-		if segs[i].Len > uint64(max(inject, 0)) { // fi_inject: no completion
+		if inject <= 0 || segs[i].Len > uint64(inject) { // else fi_inject: no completion
 			b.out++
 			p.sendsOut++
 		}

@@ -18,8 +18,12 @@ import (
 func TestRDMShmIdleSleepsOnDoorbell(t *testing.T) {
 	const beats = 5
 	c, s, _ := rdmPair(t, "shm", "", netio.WithHeartbeatInterval(20*time.Millisecond))
-	echo(t, c, s, []byte("one message, then silence"))
-	eventually(t, "the reactor asleep after the echo", reactorAsleep)
+	echo(t, c, s, []byte("a small message"))
+	// One past the inject size: its send completes only once the peer
+	// has taken it, and the sender polls on the timer until then.
+	echo(t, c, s, make([]byte, 64<<10))
+	echo(t, c, s, []byte("then silence"))
+	eventually(t, "the reactor asleep after the echoes", reactorAsleep)
 	before := netio.ReactorStats()
 	eventually(t, "heartbeats waking the reactor", func() bool {
 		return netio.ReactorStats().Wakeups >= before.Wakeups+beats
