@@ -1,7 +1,8 @@
 package netio
 
 import (
-	"os"
+	"crypto/rand"
+	"encoding/binary"
 	"sync"
 	"time"
 
@@ -17,19 +18,28 @@ import (
 // a datagram socket in the abstract namespace, named from its own shm
 // address, and the reactor sleeps on it instead of polling on a timer. A
 // sender rings the peer's bell (one byte, never waiting) only when the
-// peer may be asleep: when its last send or ring to that peer is older
-// than the peer's window, half its spin. The peer polled that earlier
-// message, so it polls until at least a spin later, and it decides to
-// sleep on a clock read before its last poll (reactor/clock.go): a
-// message sent within the window is found without a ring.
+// peer may be asleep: when its last send or ring to that peer may be a
+// peer's spin ago or more. Why that is enough: the peer polled that
+// earlier message at some time t, after we posted it; a round that finds
+// work is followed by a full spin of rounds, and the peer sleeps only
+// after a round whose clock, read before its poll, is a spin past t
+// (reactor/clock.go). So a message posted less than a spin after the
+// earlier one is polled before the peer sleeps. The sender bounds both
+// times with its reactor's round clock, read once per round, never per
+// message: a send noted in a round before the current one happened after
+// that round's clock (a lower bound, kept as last) and before the current
+// one (an upper bound, compared), so rings are decided at the start of
+// the next Poll.
 //
-// Both sides tell, in their set-up messages, their window and their
-// network namespace (abstract names are per namespace). A link whose peer
-// does not ring (no doorbell, another namespace, not heard yet) keeps its
-// endpoint on the timer, as does a send not completed yet: the provider
-// finishes it in later polls (CMA's acknowledgement, SAR's segments)
-// without a message to ring for. While one is out the sender also rings
-// the peer each window, so that the peer's half of the transfer goes on.
+// Both sides tell, in their set-up messages, their spin, their network
+// namespace (abstract names are per namespace) and their process (a peer
+// of the same process shares the reactor, which is awake when it sends:
+// no ring). A link whose peer does not ring (no doorbell, another
+// namespace, not heard yet) keeps its endpoint on the timer, as does a
+// send not completed yet: the provider finishes it in later polls (CMA's
+// acknowledgement, SAR's segments) without a message to ring for. While
+// one is out the sender also rings the peer every window, so that the
+// peer's half of the transfer goes on.
 
 // bellPrefix names doorbells: the abstract name is the prefix and the
 // endpoint's shm address.
@@ -61,9 +71,6 @@ func openBell(addr string) *rdmBell {
 	if err != nil {
 		return nil
 	}
-	if os.Getenv("BELLDBG") != "" {
-		println("bind", bellPrefix+addr)
-	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: bellPrefix + addr}); err != nil {
 		unix.Close(fd)
 		return nil
@@ -85,13 +92,18 @@ func (b *rdmBell) HandleEvents(uint32) {
 // ring rings the bell at to; a full or missing bell is no error: a full
 // one is ringing already, a missing one belongs to a peer gone.
 func (b *rdmBell) ring(to *unix.SockaddrUnix) {
-	if os.Getenv("BELLDBG") != "" {
-		println("ring", to.Name)
-	}
 	unix.Sendto(b.fd, ringByte, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, to)
 }
 
 func (b *rdmBell) close() { unix.Close(b.fd) }
+
+// processID tells a peer of this process from another: the endpoints of a
+// process share one reactor.
+var processID = func() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}()
 
 var netNS struct {
 	once sync.Once
@@ -127,9 +139,9 @@ type peerBell struct {
 
 // bellHello fills in the endpoint's doorbell for a set-up message.
 func (p *rdmEndpoint) bellHello(m *wire.RDMHello) {
-	m.Bell, m.NetNS = wire.RDMNoBell, ownNetNS()
+	m.Bell, m.NetNS, m.Proc = wire.RDMNoBell, ownNetNS(), processID
 	if p.bell != nil {
-		m.Bell = uint32(min(p.eng.r.Spin()/2/time.Microsecond, wire.RDMNoBell-1))
+		m.Bell = uint32(min(p.eng.r.Spin()/time.Microsecond, wire.RDMNoBell-1))
 	}
 }
 
@@ -149,12 +161,14 @@ func (p *rdmEndpoint) hearBell(q *rdmPeer, m *wire.RDMHello) {
 	if b.paired || p.bell == nil || m.Bell == wire.RDMNoBell || m.NetNS != ownNetNS() {
 		return
 	}
-	a, err := p.av.Lookup(q.peer)
-	if err != nil {
-		return
+	if m.Proc != processID {
+		a, err := p.av.Lookup(q.peer)
+		if err != nil {
+			return
+		}
+		b.to = &unix.SockaddrUnix{Name: bellPrefix + a.String()}
+		b.window = time.Duration(m.Bell) * time.Microsecond
 	}
-	b.to = &unix.SockaddrUnix{Name: bellPrefix + a.String()}
-	b.window = time.Duration(m.Bell) * time.Microsecond
 	b.paired = true
 	p.deaf--
 }
@@ -190,7 +204,7 @@ func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int, re
 			p.sendsOut++
 		}
 	}
-	if !b.paired {
+	if b.to == nil { // unpaired, or the same process
 		return
 	}
 	b.sent, b.sentAt, b.sentRound = true, p.eng.r.Now(), p.eng.r.Round()
