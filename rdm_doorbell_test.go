@@ -1,6 +1,7 @@
 package netio_test
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"sync"
@@ -36,39 +37,44 @@ func TestRDMShmIdleSleepsOnDoorbell(t *testing.T) {
 
 // A message to an shm peer whose reactor sleeps with no timer to come
 // back on (heartbeats an hour apart, the check for silence off, the
-// blind sources' timer an hour long) arrives:
-// the sender rings the peer's doorbell. The peer is another process, so
-// nothing of this one wakes its reactor.
+// blind sources' timer an hour long) arrives: the sender rings the
+// peer's doorbell. The peer is another process, so nothing of this one
+// wakes its reactor. Messages past the inject size too (their sends
+// complete only once the peer has taken them); then a stream of them,
+// echoed.
 func TestRDMShmMessageWakesSleepingPeer(t *testing.T) {
 	opts := []netio.Option{netio.WithHeartbeatInterval(time.Hour), netio.WithHeartbeatTimeout(-1)}
+	sizes := []int{9, 64 << 10, 1 << 20}
+	const stream = 600
 	if os.Getenv(childEnv) == "dial-sleep" {
 		netio.SetIdlePoll(time.Hour) // no timer to come back on
 		c, err := netio.Dial("shm", os.Getenv(childAddrEnv), opts...)
 		if err != nil {
 			childFatal("Dial: %v", err)
 		}
-		buf := make([]byte, 256)
 		for i := 0; ; i++ {
 			got := make(chan error, 1)
-			var n int
+			var m []byte
 			go func() {
 				var err error
-				n, err = c.ReadMessage(buf)
+				m, err = c.AppendMessage(nil)
 				got <- err
 			}()
-			// Asleep: the reader parked, then the reactor.
-			deadline := time.Now().Add(hangTimeout)
-			for netio.ReaderParks() <= uint64(i) || !reactorAsleep() {
-				if time.Now().After(deadline) {
-					childFatal("the reader or the reactor never slept: %+v", netio.ReactorStats())
+			if i < len(sizes) {
+				// Asleep: the reader parked, then the reactor.
+				deadline := time.Now().Add(hangTimeout)
+				for netio.ReaderParks() <= uint64(i) || !reactorAsleep() {
+					if time.Now().After(deadline) {
+						childFatal("the reader or the reactor never slept: %+v", netio.ReactorStats())
+					}
+					time.Sleep(time.Millisecond)
 				}
-				time.Sleep(time.Millisecond)
+				os.Stdout.WriteString("ASLEEP\n")
 			}
-			os.Stdout.WriteString("ASLEEP\n")
 			if err := <-got; err != nil {
 				childBlock()
 			}
-			if _, err := c.Write(buf[:n]); err != nil {
+			if _, err := c.Write(m); err != nil {
 				childFatal("Write: %v", err)
 			}
 		}
@@ -77,20 +83,35 @@ func TestRDMShmMessageWakesSleepingPeer(t *testing.T) {
 	_, out := startChild(t, "TestRDMShmMessageWakesSleepingPeer", "dial-sleep", ln.Addr().String())
 	s := acceptOne(t, ln, hangTimeout)
 	defer s.Close()
-	buf := make([]byte, 256)
-	for i := range 3 {
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
+	for i, size := range sizes {
 		line, err := out.ReadString('\n')
 		if err != nil || strings.TrimSpace(line) != "ASLEEP" {
 			t.Fatalf("the child: %q, %v", line, err)
 		}
-		msg := []byte("wake up " + string(rune('a'+i)))
+		msg := bytes.Repeat([]byte{byte('a' + i)}, size)
 		if _, err := s.Write(msg); err != nil {
 			t.Fatal(err)
 		}
 		s.SetReadDeadline(time.Now().Add(hangTimeout))
-		n, err := s.ReadMessage(buf)
-		if err != nil || string(buf[:n]) != string(msg) {
-			t.Fatalf("echo %d from the sleeping child: %q, %v", i, buf[:n], err)
+		got, err := s.AppendMessage(nil)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("echo %d (%d bytes) from the sleeping child: %d bytes, %v", i, size, len(got), err)
+		}
+	}
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, []int{1, 5000, 70000}[i%3]) }
+	go func() {
+		for i := range stream {
+			if _, err := s.Write(msg(i)); err != nil {
+				return
+			}
+		}
+	}()
+	s.SetReadDeadline(time.Now().Add(hangTimeout))
+	for i := range stream {
+		got, err := s.AppendMessage(nil)
+		if err != nil || !bytes.Equal(got, msg(i)) {
+			t.Fatalf("streamed echo %d: %d bytes, %v", i, len(got), err)
 		}
 	}
 }
