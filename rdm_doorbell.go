@@ -133,6 +133,8 @@ type peerBell struct {
 	sentAt    time.Duration // no later than the last send not decided on yet
 	sentRound uint64        // the round of that send
 	sent      bool          // sends not decided on yet
+	olderAt   time.Duration // no later than the last of them noted in an earlier round
+	older     bool          // there is one
 	listed    bool          // in the endpoint's ringing list
 	out       int           // sends not completed
 }
@@ -207,7 +209,13 @@ func (p *rdmEndpoint) sentBell(q *rdmPeer, segs []ofi.RDMSegment, inject int, re
 	if b.to == nil { // unpaired, or the same process
 		return
 	}
-	b.sent, b.sentAt, b.sentRound = true, p.eng.r.Now(), p.eng.r.Round()
+	now, round := p.eng.r.Now(), p.eng.r.Round()
+	if b.sent && b.sentRound < round {
+		// Keep the earlier round's send decidable: sends noted every
+		// round (a retry before each Poll) must not put it off for ever.
+		b.older, b.olderAt = true, b.sentAt
+	}
+	b.sent, b.sentAt, b.sentRound = true, now, round
 	if !b.listed {
 		b.listed = true
 		p.ringing = append(p.ringing, q)
@@ -241,20 +249,22 @@ func (p *rdmEndpoint) ringPeers() {
 	keep := p.ringing[:0]
 	for _, q := range p.ringing {
 		b := &q.bell
-		switch {
-		case b.sent && b.sentRound >= round:
-			keep = append(keep, q)
-			continue
-		case b.sent || b.out > 0:
-			if now-b.last >= b.window {
-				p.bell.ring(b.to)
+		decided := b.sent && b.sentRound < round // else only older ones are
+		if decided || b.older || b.out > 0 {
+			switch {
+			case now-b.last >= b.window:
+				p.bell.ring(b.to) // after every send so far: covers them all
 				b.last = now
-			} else if b.sent {
+				b.sent = false
+			case decided:
 				b.last = max(b.last, b.sentAt)
+				b.sent = false
+			case b.older:
+				b.last = max(b.last, b.olderAt)
 			}
-			b.sent = false
+			b.older = false
 		}
-		if b.out > 0 {
+		if b.sent || b.out > 0 {
 			keep = append(keep, q)
 		} else {
 			b.listed = false

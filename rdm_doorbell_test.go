@@ -3,6 +3,7 @@ package netio_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +153,20 @@ func TestRDMShmHostileRinger(t *testing.T) {
 	wg.Wait()
 	echo(t, c, s, []byte("after the ringing"))
 	eventually(t, "the reactor asleep once the ringing stopped", reactorAsleep)
+}
+
+// The same where shm cannot copy between processes directly (no CMA, as
+// in containers without ptrace rights): its segmented protocol (SAR)
+// moves a large message in pieces, each side's progress waiting for the
+// other's, which only the rings of a sender with sends out keep going.
+func TestRDMShmMessageWakesSleepingPeerSAR(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRDMShmMessageWakesSleepingPeer$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "FI_SHM_DISABLE_CMA=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestRDMShmMessageWakesSleepingPeer") {
+		t.Fatalf("with FI_SHM_DISABLE_CMA=1: %v\n%s", err, out)
+	}
 }
