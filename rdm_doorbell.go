@@ -128,6 +128,7 @@ type peerBell struct {
 	to     *unix.SockaddrUnix // the peer's bell, when paired
 	window time.Duration      // the peer's: it is awake this long after our last send
 	paired bool               // both ring each other
+	joined bool               // counted in the endpoint's deaf until paired
 
 	last      time.Duration // no later than our last send or ring the peer has taken
 	sentAt    time.Duration // no later than the last send not decided on yet
@@ -151,6 +152,7 @@ func (p *rdmEndpoint) bellHello(m *wire.RDMHello) {
 // at once by a request heard (the listener's side), or when the accept
 // comes (hearBell).
 func (p *rdmEndpoint) joinBell(q *rdmPeer) {
+	q.bell.joined = true
 	p.deaf++
 	if p.request != nil {
 		p.hearBell(q, p.request)
@@ -160,7 +162,7 @@ func (p *rdmEndpoint) joinBell(q *rdmPeer) {
 // hearBell takes the peer's doorbell from its set-up message.
 func (p *rdmEndpoint) hearBell(q *rdmPeer, m *wire.RDMHello) {
 	b := &q.bell
-	if b.paired || p.bell == nil || m.Bell == wire.RDMNoBell || m.NetNS != ownNetNS() {
+	if !b.joined || b.paired || p.bell == nil || m.Bell == wire.RDMNoBell || m.NetNS != ownNetNS() {
 		return
 	}
 	if m.Proc != processID {
@@ -177,7 +179,7 @@ func (p *rdmEndpoint) hearBell(q *rdmPeer, m *wire.RDMHello) {
 
 // leaveBell forgets q as its link leaves the endpoint.
 func (p *rdmEndpoint) leaveBell(q *rdmPeer) {
-	if !q.bell.paired {
+	if q.bell.joined && !q.bell.paired {
 		p.deaf--
 	}
 	q.bell = peerBell{}
