@@ -153,6 +153,7 @@ func (p *rdmEndpoint) bellHello(m *wire.RDMHello) {
 // comes (hearBell).
 func (p *rdmEndpoint) joinBell(q *rdmPeer) {
 	q.bell.joined = true
+	q.bell.last = -1 << 62 // never: the first send rings, however young the reactor
 	p.deaf++
 	if p.request != nil {
 		p.hearBell(q, p.request)
