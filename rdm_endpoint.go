@@ -2,6 +2,7 @@ package netio
 
 import (
 	"errors"
+	"time"
 
 	"github.com/netio-go/netio/internal/lifecycle"
 	"github.com/netio-go/netio/internal/wire"
@@ -34,6 +35,14 @@ type rdmEndpoint struct {
 	polled  bool // registered as a reactor poller
 	fdWatch bool // its queue's descriptor is registered
 	waits   ofi.WaitList
+
+	// The doorbell (rdm_doorbell.go), shm only; nil: polled on the timer.
+	bell      *rdmBell
+	ringing   []*rdmPeer     // links whose sends may need a ring
+	deaf      int            // links whose peer does not ring us
+	sendsOut  int            // sends not completed, on the links' behalf
+	request   *wire.RDMHello // the request being answered, while it is
+	stallRang time.Duration  // when a refused set-up message last rang its peer
 
 	// The set-up window: rdmHelloSlots untagged receives, then as many
 	// buffers to send from.
@@ -139,6 +148,9 @@ func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint
 	if p.name, err = p.ep.Name(); err != nil {
 		return nil, err
 	}
+	if network == "shm" {
+		p.bell = openBell(p.name.String())
+	}
 	if p.hello, err = dom.NewRegion(2 * rdmHelloSlots * wire.RDMHelloSize); err != nil {
 		return nil, err
 	}
@@ -166,6 +178,9 @@ func (p *rdmEndpoint) start() error {
 			return err
 		}
 		p.fdWatch = true
+	}
+	if err := p.startBell(); err != nil {
+		return err
 	}
 	if err := p.eng.r.AddPoller(p); err != nil {
 		return err
@@ -198,6 +213,7 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) e
 		return errAtLimit
 	}
 	off := (rdmHelloSlots + slot) * wire.RDMHelloSize
+	p.bellHello(m)
 	b, err := m.Marshal(p.hello.Bytes()[off : off+wire.RDMHelloSize])
 	if err != nil {
 		return err
@@ -228,9 +244,11 @@ func (p *rdmEndpoint) flushHellos() {
 				}
 				continue
 			}
+			p.ringStalled(s.peer) // the first send to a peer waits for the peer's progress
 			return
 		}
 		p.helloOut = p.helloOut[1:]
+		p.ringHello(s.peer)
 		if s.open != nil {
 			s.open.acceptSent()
 		}
@@ -243,7 +261,12 @@ func (p *rdmEndpoint) Poll() bool {
 	if p.cq == nil {
 		return false
 	}
+	p.ringPeers()
 	busy := false
+	if p.bell != nil && p.bell.rung {
+		p.bell.rung = false
+		busy = true // a peer rang: stay awake a spin, as it counts on
+	}
 	for {
 		n, err := p.cq.Read(p.cqBuf[:])
 		if err != nil {
@@ -293,11 +316,11 @@ func (p *rdmEndpoint) Poll() bool {
 
 // TryWait reports whether the reactor may sleep on the queue's descriptor.
 func (p *rdmEndpoint) TryWait() bool {
-	if len(p.helloOut) > 0 || len(p.stalled) > 0 {
+	if len(p.helloOut) > 0 || len(p.stalled) > 0 || p.unrung() {
 		return false
 	}
 	if !p.fdWatch {
-		return true // Blind: the reactor comes back on its timer
+		return true // the doorbell wakes it, or (Blind) its timer
 	}
 	p.waits.Reset()
 	p.waits.Add(p.cq)
@@ -305,8 +328,12 @@ func (p *rdmEndpoint) TryWait() bool {
 	return ok || err != nil
 }
 
-// Blind reports a queue without a descriptor, which only polling reads.
-func (p *rdmEndpoint) Blind() bool { return p.cq != nil && !p.fdWatch }
+// Blind reports a queue without a descriptor, which only polling reads,
+// unless the doorbell covers it: every link's peer rings it, and no send
+// waits for the provider's progress (rdm_doorbell.go).
+func (p *rdmEndpoint) Blind() bool {
+	return p.cq != nil && !p.fdWatch && (p.bell == nil || p.deaf > 0 || p.sendsOut > 0)
+}
 
 // rdmCQHandler wakes the reactor for a queue with a descriptor: Poll,
 // called after every wake, reads it.
@@ -354,6 +381,9 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 		p.onHelloDone(token, n)
 		return
 	}
+	if token&tokKindMask != tokRecv {
+		p.sendDone(id)
+	}
 	if l := p.link(token, token&tokKindMask == tokRecv); l != nil {
 		if token&tokKindMask == tokRecv {
 			l.res.port.(*rdmPeer).received(l, uint32(token), n)
@@ -372,6 +402,9 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 func (p *rdmEndpoint) onError(ce *ofi.TaggedCompletionError) {
 	token := ce.Token
 	id := uint32(token>>rdmIDShift) & wire.RDMMaxID
+	if token != ofi.UnknownToken && id != 0 && token&tokKindMask != tokRecv {
+		p.sendDone(id)
+	}
 	switch {
 	case token == ofi.UnknownToken:
 	case id == 0:
@@ -405,12 +438,17 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 		switch m.Kind {
 		case wire.RDMRequest:
 			if p.acceptor != nil && !p.closing {
+				p.request = &m // the link accepted takes the peer's doorbell
 				p.acceptor.onRDMRequest(p, &m)
+				p.request = nil
 			} else {
 				p.refuse(&m)
 			}
 		case wire.RDMAccept, wire.RDMReject:
 			if l := p.links[m.To]; l != nil {
+				if q, ok := l.res.port.(*rdmPeer); ok && m.Kind == wire.RDMAccept {
+					p.hearBell(q, &m)
+				}
 				l.onRDMAnswer(&m)
 			}
 		}
@@ -489,6 +527,7 @@ func (p *rdmEndpoint) finishIfDone() {
 		p.eng.r.Unregister(p.cq.FD())
 		p.fdWatch = false
 	}
+	p.stopBell()
 	if p.polled {
 		p.eng.r.RemovePoller(p)
 		p.polled = false
@@ -502,6 +541,7 @@ func (p *rdmEndpoint) finishIfDone() {
 
 // free closes what was opened, in libfabric's order.
 func (p *rdmEndpoint) free() {
+	p.closeBell()
 	if p.ep != nil {
 		p.ep.Close()
 		p.ep = nil

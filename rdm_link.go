@@ -36,6 +36,7 @@ type rdmPeer struct {
 	got   []uint64 // per buffer: 1 + the length received, not handed on yet; 0: none
 
 	stalled bool // in the endpoint's stalled list
+	bell    peerBell
 }
 
 var _ linkPort = (*rdmPeer)(nil)
@@ -83,8 +84,10 @@ func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
 }
 
 func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
-	n, err := p.ep.ep.PostTaggedSend(r, p.batch(segs, p.tag), inject)
+	batch := p.batch(segs, p.tag)
+	n, err := p.ep.ep.PostTaggedSend(r, batch, inject)
 	p.stallOn(err)
+	p.ep.sentBell(p, batch[:n], inject, errors.Is(err, ofi.EAGAIN))
 	return n, err
 }
 
@@ -127,6 +130,7 @@ func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
 	}
 	res.port = &rdmPeer{ep: p, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
 		order: make([]uint32, window), got: make([]uint64, window)}
+	p.joinBell(res.port.(*rdmPeer))
 	if c, ok := l.owner.(*Conn); ok {
 		c.local = p.addr()
 		c.remote = l.remoteAddr()
@@ -180,6 +184,7 @@ func (p *rdmPeer) release(l *link) {
 	}
 	res.dom = nil // the endpoint's, which closes it
 	p.ep.dom.refs--
+	p.ep.leaveBell(p)
 	p.ep.removeLink(p.id, keep, pending) // may close the endpoint
 }
 
