@@ -30,9 +30,11 @@ demo: deps
 # fail where verbs would), with the locked-memory limit raised where it
 # may be, since the profile checks it as verbs pins; then the multi-host tests, which skip with a
 # message where network namespaces cannot be made (not root, no iproute2).
-# The point-to-point tests run again on the reliable-datagram providers (links on RDM
-# endpoints; publish/subscribe does not run there yet).
-RDM_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage))$$
+# The point-to-point tests and the core of publish/subscribe (both modes, gaps, drop
+# policies, Block, slow subscribers cut loose, Shutdown, keys, limits; subscriber
+# children across processes) run again on the reliable-datagram providers (links on RDM
+# endpoints), about 30 s each.
+RDM_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscribeNotAPublisher|TestSubscriptionsShareAConnection|TestSubscriptionGrowsAndCloses|TestPublishCancelledContext|TestPublishPartial|TestPublisherEventsAndEnd|TestPublisherCloseUnblocksPublish|TestPublisherDeliveredKeepsLeftSubscribers|TestPubSubDropPolicies|TestPubSubStuckSubscriberHoldsOnlyItsTag|TestPubSubSlowSubscriberCutLoose|TestPublisherShutdownSlowReader|TestKeyPubSub|TestPublisherMaxConns|TestMaxTags)$$
 SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestPublisherDeliveredKeepsLeftSubscribers)$$
 
 test: deps

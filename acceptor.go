@@ -52,6 +52,9 @@ type acceptor struct {
 
 	// Reactor only.
 	fab *fabricRes
+	// rdm, on a reliable-datagram provider, is the endpoint requests come
+	// to in-band, in place of q and the manager (rdm_link.go).
+	rdm *rdmEndpoint
 }
 
 // acceptStats count what an acceptor did with the requests it got; conns
@@ -137,7 +140,27 @@ type acceptorOwner interface {
 	// limits allow: it accepts it (through acceptor.accept, which rejects
 	// it itself if the link cannot be made) and returns nil, or returns
 	// the data to reject it with.
-	admit(req *ofi.Info, h wire.Hello) (reject []byte)
+	admit(req *peerRequest, h wire.Hello) (reject []byte)
+}
+
+// peerRequest is a connection request as an acceptor's owner sees it:
+// a connected endpoint's (info), or one that came in-band to a
+// reliable-datagram endpoint (rdm, from the dialer's link peerID at
+// peer), so that Listener and Publisher admit either the same way.
+type peerRequest struct {
+	info   *ofi.Info
+	rdm    *rdmEndpoint
+	peer   ofi.FIAddr
+	peerID uint32
+}
+
+// reject answers req with data.
+func (a *acceptor) reject(req *peerRequest, data []byte) {
+	if req.rdm != nil {
+		req.rdm.sendHello(req.peer, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: req.peerID, Data: data}, nil)
+		return
+	}
+	a.q.Reject(req.info, data)
 }
 
 var (
@@ -157,6 +180,9 @@ func listen(op, network, address string, opts []Option, r wire.Role, owner func(
 // listenContext is listen that fails at once when ctx has ended, and
 // bounds the host lookup that explains a failed resolution by ctx.
 func listenContext(ctx context.Context, op, network, address string, opts []Option, r wire.Role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
+	if isRDMProvider(provider(network)) {
+		return listenRDM(ctx, op, network, address, opts, r, owner)
+	}
 	a, err := parseArgs(op, network, address, "0.0.0.0", opts)
 	if err != nil {
 		return nil, Config{}, err
@@ -253,8 +279,22 @@ func (a *acceptor) screen(data []byte) (wire.Hello, []byte) {
 	return h, nil
 }
 
+// screenFailed counts and logs a request that screen turned away.
+func (a *acceptor) screenFailed(reject []byte) {
+	if a.closed.Load() {
+		return
+	}
+	if string(reject) == wire.RejectAuthMarker {
+		a.stats.rejectedAuth.Add(1)
+		logRejected(a.logger, a.network, a.addr, "wrong key")
+	} else {
+		a.stats.rejectedPeer.Add(1)
+		logRejected(a.logger, a.network, a.addr, "bad request")
+	}
+}
+
 // admit applies the acceptor's own limit, then its owner's.
-func (a *acceptor) admit(req *ofi.Info, h wire.Hello) []byte {
+func (a *acceptor) admit(req *peerRequest, h wire.Hello) []byte {
 	if a.stats.conns.Load() >= int64(a.maxConns) {
 		a.stats.rejectedFull.Add(1)
 		logRejected(a.logger, a.network, a.addr, "connection limit reached")
@@ -280,19 +320,23 @@ func (a *acceptor) affords(lc *linkConfig, h wire.Hello) bool {
 // req: accepted, or rejected if the link could not be made. The link's
 // set-up is then bounded by the acceptor's timeout, and it counts among
 // the acceptor's connections until its owner reports it released.
-func (a *acceptor) accept(req *ofi.Info, h wire.Hello, open func(eng *engine) (*link, error)) (*link, error) {
+func (a *acceptor) accept(req *peerRequest, h wire.Hello, open func(eng *engine) (*link, error)) (*link, error) {
 	eng := a.eng
 	eng.ref() // the link's own, as it may outlive the acceptor
 	l, err := open(eng)
 	if err == nil {
 		a.stats.conns.Add(1) // the owner's released gives it back, also if accept fails
-		err = l.accept(a, req, h)
+		if req.rdm != nil {
+			err = l.acceptRDM(a, req, h) // watches its set-up before the accept goes
+		} else {
+			err = l.accept(a, req.info, h)
+		}
 	}
 	if err != nil {
 		eng.release()
 		// Not accepted, so req's handle is still ours: the peer hears
 		// why, unless the endpoint had already taken its socket.
-		a.q.Reject(req, rejectDataFor(err))
+		a.reject(req, rejectDataFor(err))
 		if errors.Is(err, ErrMemoryLimit) {
 			a.stats.rejectedMemory.Add(1)
 		} else {
@@ -300,8 +344,10 @@ func (a *acceptor) accept(req *ofi.Info, h wire.Hello, open func(eng *engine) (*
 		}
 		return nil, err
 	}
-	req.Free()
-	l.watchSetup(a.setupTimeout, &a.stats)
+	if req.info != nil {
+		req.info.Free()
+		l.watchSetup(a.setupTimeout, &a.stats)
+	}
 	return l, nil
 }
 
@@ -380,6 +426,14 @@ func (a *acceptor) released() { a.stats.conns.Add(-1) }
 // acceptor holds an engine reference until then.
 func (a *acceptor) close() {
 	a.closed.Store(true)
+	if a.rdm != nil {
+		// The endpoint stays for the links on it, and closes after them.
+		a.rdm.acceptor = nil
+		a.rdm.release()
+		a.rdm = nil
+		close(a.done)
+		return
+	}
 	a.eng.ref()
 	// The manager outlives the engine's last reference, which is held.
 	a.cm.r.SubmitFunc(a.watch.stop)

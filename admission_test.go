@@ -142,7 +142,7 @@ func TestKeyPubSub(t *testing.T) {
 			s := subscribe(t, p, []uint64{1, 2}, netio.WithMode(m), netio.WithKey(keyA))
 			for _, bad := range [][]byte{keyB, nil} {
 				ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-				_, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{1}, netio.WithMode(m), netio.WithKey(bad))
+				_, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{1}, netio.WithMode(m), netio.WithKey(bad))
 				cancel()
 				wantRejected(t, "Subscribe with another key", err)
 			}

@@ -170,10 +170,7 @@ func Dial(network, address string, opts ...Option) (*Conn, error) {
 // turns this side away, fails the dial with an error wrapping ErrRejected
 // that says where this side's key came from.
 func DialContext(ctx context.Context, network, address string, opts ...Option) (*Conn, error) {
-	if isRDMProvider(provider(network)) {
-		return dialRDM(ctx, network, address, opts)
-	}
-	a, err := parseArgs("dial", network, address, "127.0.0.1", opts)
+	a, err := dialArgs("dial", network, address, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +192,9 @@ func DialContext(ctx context.Context, network, address string, opts ...Option) (
 // bounded by ctx and the connect timeout. A link that does not come up is
 // closed; the error is a's *net.OpError.
 func dialLink(ctx context.Context, a *args, open func(*engine) (*link, error), dest func(netip.AddrPort)) (*link, error) {
+	if isRDMProvider(a.provider) {
+		return dialRDM(ctx, a, open) // the link names its peer itself
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, a.opError(err)
 	}

@@ -186,19 +186,11 @@ func (w *listenWatch) request(ev *ofi.Event) {
 	a := w.a
 	h, reject := a.screen(ev.PrivateData())
 	if reject != nil {
-		if !a.closed.Load() {
-			if string(reject) == wire.RejectAuthMarker {
-				a.stats.rejectedAuth.Add(1)
-				logRejected(a.logger, a.network, a.addr, "wrong key")
-			} else {
-				a.stats.rejectedPeer.Add(1)
-				logRejected(a.logger, a.network, a.addr, "bad request")
-			}
-		}
+		a.screenFailed(reject)
 		w.q.Reject(ev.Info, reject)
 		return
 	}
-	if a.eng.r.Submit(&connRequest{a: a, req: ev.Info, h: h}) != nil {
+	if a.eng.r.Submit(&connRequest{a: a, req: peerRequest{info: ev.Info}, h: h}) != nil {
 		w.q.Reject(ev.Info, rejectData)
 	}
 }
@@ -207,7 +199,7 @@ func (w *listenWatch) request(ev *ofi.Event) {
 // reactor to answer.
 type connRequest struct {
 	a   *acceptor
-	req *ofi.Info
+	req peerRequest
 	h   wire.Hello
 }
 
@@ -215,11 +207,11 @@ func (c *connRequest) Run() {
 	a := c.a
 	if a.closed.Load() {
 		// The queue is still open: the manager has not handed it back.
-		a.q.Reject(c.req, rejectData)
+		a.q.Reject(c.req.info, rejectData)
 		return
 	}
-	if reject := a.admit(c.req, c.h); reject != nil {
-		a.q.Reject(c.req, reject)
+	if reject := a.admit(&c.req, c.h); reject != nil {
+		a.q.Reject(c.req.info, reject)
 	}
 }
 

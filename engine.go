@@ -134,13 +134,17 @@ func sparesCores() bool {
 	return runtime.GOMAXPROCS(0) >= 2 && runtime.NumCPU() >= 4
 }
 
+// engineIdlePoll is the reactor's IdlePoll (0: its default); tests make
+// it long to show that a sleeping shm peer is woken by its doorbell.
+var engineIdlePoll time.Duration
+
 func acquireEngine() (*engine, error) {
 	engines.mu.Lock()
 	defer engines.mu.Unlock()
 	if engines.e == nil {
 		e := &engine{fabrics: map[string]*fabricRes{}, targets: map[uint64]eqTarget{}}
 		e.idleTick.Value = e.onIdleTick
-		r, err := reactor.New(&reactor.Config{Spin: reactorSpin()})
+		r, err := reactor.New(&reactor.Config{Spin: reactorSpin(), IdlePoll: engineIdlePoll})
 		if err != nil {
 			return nil, err
 		}

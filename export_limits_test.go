@@ -2,7 +2,6 @@ package netio
 
 import (
 	"github.com/netio-go/netio/internal/wire"
-	"github.com/netio-go/netio/ofi"
 )
 
 // StallSetups makes the next n connections ln accepts never hear that
@@ -19,7 +18,7 @@ type stallOwner struct {
 	n int
 }
 
-func (s *stallOwner) admit(req *ofi.Info, h wire.Hello) []byte {
+func (s *stallOwner) admit(req *peerRequest, h wire.Hello) []byte {
 	e := s.a.eng
 	first := e.nextToken + 1
 	reject := s.acceptorOwner.admit(req, h)

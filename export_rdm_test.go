@@ -5,7 +5,7 @@ package netio
 // provider to take them, and the set-up send buffers taken.
 func RDMListenerSetup(ln *Listener) (links, waiting, busy int) {
 	ln.eng.r.Call(func() {
-		p := ln.rdm
+		p := ln.ac.rdm
 		links, waiting = len(p.links), len(p.helloOut)
 		for _, b := range p.helloBusy {
 			if b {

@@ -1,6 +1,8 @@
 package netio
 
 import (
+	"time"
+
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/reactor"
 )
@@ -33,3 +35,11 @@ const ProtocolLevel = wire.ProtocolLevel
 // Lends reports whether a Write of n bytes on c goes from the caller's
 // memory (send_from_slice.go).
 func Lends(c *Conn, n int) bool { return c.send.lends(n) }
+
+// DoorbellName is the abstract socket name of the doorbell of the shm
+// endpoint at addr (rdm_doorbell.go).
+func DoorbellName(addr string) string { return bellPrefix + addr }
+
+// SetIdlePoll sets the reactor's IdlePoll, before the process's first
+// connection.
+func SetIdlePoll(d time.Duration) { engineIdlePoll = d }

@@ -361,7 +361,7 @@ func TestHeartbeatConfig(t *testing.T) {
 func heartbeatSubscriber() {
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	mode, _ := netio.ParseMode(os.Getenv(psModeEnv))
-	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), []uint64{0}, append(beatOpts(), netio.WithMode(mode))...)
+	s, err := netio.Subscribe(ctx, testNetwork, os.Getenv(psAddrEnv), []uint64{0}, append(beatOpts(), netio.WithMode(mode))...)
 	cancel()
 	if err != nil {
 		childFatal("subscribe: %v", err)
@@ -392,6 +392,7 @@ func heartbeatSubscriber() {
 // (its Publish waits no longer than that); when the stopped one runs
 // again, it subscribes again by itself and reports the gap.
 func TestHeartbeatStoppedSubscriber(t *testing.T) {
+	skipOnShmStall(t)
 	for _, mode := range []netio.Mode{netio.HighThroughput, netio.LowLatency} {
 		t.Run(mode.String(), func(t *testing.T) {
 			p := listenPublisher(t, beatOpts()...)

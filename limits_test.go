@@ -292,7 +292,7 @@ func TestRegisteredMemoryLimit(t *testing.T) {
 
 // A publisher holds MaxConns subscriber connections.
 func TestPublisherMaxConns(t *testing.T) {
-	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", netio.WithMaxConns(1))
+	p, err := netio.ListenPublisher(testNetwork, "127.0.0.1:0", netio.WithMaxConns(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,12 +301,12 @@ func TestPublisherMaxConns(t *testing.T) {
 	defer cancel()
 	// One process's subscriptions share a connection per mode: two modes
 	// make two connections.
-	s1, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{1})
+	s1, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{1}, netio.WithMode(netio.HighThroughput))
+	s2, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{1}, netio.WithMode(netio.HighThroughput))
 	if err == nil {
 		s2.Close()
 		t.Fatal("a second subscriber connection to a publisher of MaxConns 1 succeeded")
@@ -341,19 +341,19 @@ func receiveOne(t *testing.T, s *netio.Subscription, want string) {
 // A subscriber connection holds at most MaxTags tags at a publisher: a
 // subscription past it fails with ErrRejected, and the others go on.
 func TestMaxTags(t *testing.T) {
-	p, err := netio.ListenPublisher("tcp", "127.0.0.1:0", netio.WithMaxTags(3))
+	p, err := netio.ListenPublisher(testNetwork, "127.0.0.1:0", netio.WithMaxTags(3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 	defer cancel()
-	s1, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{1, 2, 3})
+	s1, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{4})
+	s2, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{4})
 	if err == nil {
 		s2.Close()
 		t.Fatal("a fourth tag past MaxTags 3 was subscribed")
@@ -370,7 +370,7 @@ func TestMaxTags(t *testing.T) {
 	if err := s1.Unsubscribe(3); err != nil {
 		t.Fatal(err)
 	}
-	s3, err := netio.Subscribe(ctx, "tcp", p.Addr().String(), []uint64{4})
+	s3, err := netio.Subscribe(ctx, testNetwork, p.Addr().String(), []uint64{4})
 	if err != nil {
 		t.Fatalf("Subscribe after leaving a tag: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/internal/wire"
-	"github.com/netio-go/netio/ofi"
 )
 
 // Listener accepts netio connections on a libfabric passive endpoint. It
@@ -22,8 +21,6 @@ type Listener struct {
 	once     sync.Once
 
 	pending int // reactor only: accepted, not yet up
-
-	rdm *rdmEndpoint // on a reliable-datagram provider: the endpoint of all its connections
 }
 
 // Listen listens on address (host:port; port 0 picks a free one) over the
@@ -39,9 +36,6 @@ func Listen(network, address string, opts ...Option) (*Listener, error) {
 
 // listenConns is Listen and ListenConfig.Listen.
 func listenConns(ctx context.Context, network, address string, opts []Option) (*Listener, error) {
-	if isRDMProvider(provider(network)) {
-		return listenRDM(ctx, network, address, opts)
-	}
 	var l *Listener
 	_, _, err := listenContext(ctx, "listen", network, address, opts, wire.RoleConn, func(ac *acceptor, cfg Config) acceptorOwner {
 		l = &Listener{ac: ac, eng: ac.eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{})}
@@ -56,7 +50,7 @@ func listenConns(ctx context.Context, network, address string, opts []Option) (*
 
 // admit accepts a request while the backlog has room and the process
 // can afford the connection's buffers; on the reactor.
-func (l *Listener) admit(req *ofi.Info, h wire.Hello) []byte {
+func (l *Listener) admit(req *peerRequest, h wire.Hello) []byte {
 	if len(l.accepted)+l.pending >= cap(l.accepted) {
 		l.ac.stats.rejectedFull.Add(1)
 		logRejected(l.ac.logger, l.ac.network, l.ac.addr, "backlog full")
@@ -66,6 +60,9 @@ func (l *Listener) admit(req *ofi.Info, h wire.Hello) []byte {
 	if !l.ac.affords(&lc, h) {
 		return rejectLimitData
 	}
+	// Counted before: on an RDM endpoint the link may be up before
+	// accept returns (onConnected).
+	l.pending++
 	_, err := l.ac.accept(req, h, func(eng *engine) (*link, error) {
 		c, err := newConn(eng, l.cfg, l.ac.network)
 		if err != nil {
@@ -75,8 +72,8 @@ func (l *Listener) admit(req *ofi.Info, h wire.Hello) []byte {
 		c.acceptor = l.ac
 		return c.link, nil
 	})
-	if err == nil {
-		l.pending++
+	if err != nil {
+		l.pending--
 	}
 	return nil
 }
@@ -157,12 +154,8 @@ func (l *Listener) Close() error {
 	if !first {
 		return l.opError("close", net.ErrClosed)
 	}
-	if l.rdm != nil {
-		l.eng.r.Call(l.closeRDM)
-	} else {
-		l.eng.r.Call(l.ac.close)
-		<-l.ac.done // the port is free
-	}
+	l.eng.r.Call(l.ac.close)
+	<-l.ac.done // the port is free
 	// Close them all, then wait once: a peer that does not read costs one
 	// Linger in all, not one each.
 	var waits []<-chan struct{}

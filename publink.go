@@ -331,9 +331,7 @@ func (pl *pubLink) sized(l *link) error {
 	if s.lazy = s.frames.Lazy(); s.lazy {
 		s.watch = newPageWatch(s, l, &pl.p.cfg)
 	}
-	if ap, err := l.res.ep.PeerAddr(); err == nil {
-		pl.remote = Addr{Provider: l.network, AddrPort: ap}
-	}
+	pl.remote = l.remoteAddr()
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/netio-go/netio/internal/sendgate"
 	"github.com/netio-go/netio/internal/turn"
 	"github.com/netio-go/netio/internal/wire"
-	"github.com/netio-go/netio/ofi"
 )
 
 // Publisher sends messages by tag to every subscriber of the tag. Subscribers
@@ -142,7 +141,9 @@ func (e *UndeliveredError) Error() string {
 func (e *UndeliveredError) Unwrap() []error { return []error{ErrUndelivered, e.Err} }
 
 // ListenPublisher listens for subscribers on address (host:port; port 0
-// picks a free one) over the provider named by network. Subscribers choose
+// picks a free one) over the provider named by network. On a
+// reliable-datagram provider Addr prints the provider's own address, which
+// subscribers dial, and shm takes no address (""). Subscribers choose
 // their mode; the options size every subscriber's link. Only subscribers
 // that hold the publisher's key are admitted: by default the key in the
 // per-user key file (Config.KeyFile), unless WithInsecure.
@@ -200,7 +201,7 @@ func (p *Publisher) linkConfig(m Mode) linkConfig {
 
 // admit accepts a subscriber whose buffers the process can afford; on the
 // reactor.
-func (p *Publisher) admit(req *ofi.Info, h wire.Hello) []byte {
+func (p *Publisher) admit(req *peerRequest, h wire.Hello) []byte {
 	lc := p.linkConfig(Mode(h.Mode))
 	if !p.ac.affords(&lc, h) {
 		return rejectLimitData

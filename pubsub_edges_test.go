@@ -3,7 +3,6 @@ package netio_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -35,25 +34,25 @@ func TestPublishCancelledContext(t *testing.T) {
 // reports how many subscribers missed the message; the one that did not
 // read counts the gap once it reads again, and the one that reads has it.
 func TestPublishPartial(t *testing.T) {
-	p, err := netio.ListenPublisher("tcp", "0.0.0.0:0", netio.WithBufferSize(4096), netio.WithWindow(4), netio.WithSlowSubscriberLimit(0))
+	p, err := netio.ListenPublisher(testNetwork, ownConnListenAddr(), netio.WithBufferSize(4096), netio.WithWindow(4), netio.WithSlowSubscriberLimit(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	port := p.Addr().(*netio.Addr).AddrPort.Port()
-	// Subscriptions to another address of the host: a connection each.
-	sub := func(host string, opts ...netio.Option) *netio.Subscription {
+	// A connection each.
+	sub := func(i int, opts ...netio.Option) *netio.Subscription {
 		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
 		defer cancel()
-		s, err := netio.Subscribe(ctx, "tcp", fmt.Sprintf("%s:%d", host, port), []uint64{1}, opts...)
+		addr, own := ownConn(t, p, i)
+		s, err := netio.Subscribe(ctx, testNetwork, addr, []uint64{1}, append(own, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	reader := sub("127.0.0.1")
-	stuck := sub("127.0.0.2", netio.WithSubscriptionBuffer(1))
+	reader := sub(0)
+	stuck := sub(1, netio.WithSubscriptionBuffer(1))
 	var got atomic.Int64
 	go func() {
 		for m := range reader.C {
@@ -176,7 +175,7 @@ func TestPubSubOptionsInvalid(t *testing.T) {
 		"reconnect time": netio.WithMaxReconnectTime(-time.Second),
 		"event buffer":   netio.WithEventBuffer(0),
 	} {
-		_, err := netio.Subscribe(context.Background(), "tcp", "127.0.0.1:1", []uint64{1}, opt)
+		_, err := netio.Subscribe(context.Background(), testNetwork, "127.0.0.1:1", []uint64{1}, opt)
 		if !errors.Is(err, netio.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}

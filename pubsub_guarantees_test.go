@@ -62,7 +62,7 @@ func ctlSubscriberChild() {
 	}
 	pause, _ := strconv.Atoi(os.Getenv(psPauseEnv))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*hangTimeout)
-	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, opts...)
+	s, err := netio.Subscribe(ctx, testNetwork, os.Getenv(psAddrEnv), tags, opts...)
 	cancel()
 	if err != nil {
 		childFatal("subscribe: %v", err)
@@ -484,14 +484,7 @@ func indexOf(s []string, x string) int {
 // message and returns nil; the subscriber hears that the publisher closed.
 func TestPublisherShutdownSlowReader(t *testing.T) {
 	const n = 3000
-	addr := freePort(t)
-	sub := startCtlWaiting(t, addr, "0", psBufferEnv+"=16", psPauseEnv+"=50")
-	p, err := netio.ListenPublisher("tcp", addr, smallPages...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sub.await(t, "READY")
+	p, sub := publisherWithCtl(t, smallPages, "0", psBufferEnv+"=16", psPauseEnv+"=50")
 	sub.send(t, "READ")
 	publishRange(t, p, 1, 0, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*hangTimeout)
@@ -519,14 +512,8 @@ func TestPublisherShutdownSlowReader(t *testing.T) {
 func TestPublisherShutdownStuckReader(t *testing.T) {
 	// The subscriber is stopped (SIGSTOP) while the publisher fills its
 	// window: the publisher must not drop it as silent meanwhile.
-	addr := freePort(t)
-	sub := startCtlWaiting(t, addr, "0", psBufferEnv+"=16", psReconnectsEnv+"=2")
-	p, err := netio.ListenPublisher("tcp", addr, append(smallPages, netio.WithSlowSubscriberLimit(0), netio.WithHeartbeatTimeout(-1))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sub.await(t, "READY")
+	p, sub := publisherWithCtl(t, append(smallPages, netio.WithSlowSubscriberLimit(0), netio.WithHeartbeatTimeout(-1)), "0",
+		psBufferEnv+"=16", psReconnectsEnv+"=2")
 	results := publishLoop(p, 0, nil)
 	waitBlocked(t, 1, "netio.(*pubLink).publishWaiting")
 	// Stopped, the subscriber returns no credit: once the publisher has
@@ -538,7 +525,7 @@ func TestPublisherShutdownStuckReader(t *testing.T) {
 	eventually(t, "the publisher holding what a stopped subscriber cannot take", func() bool { return netio.PublisherStuck(p) })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err = p.Shutdown(ctx)
+	err := p.Shutdown(ctx)
 	var ue *netio.UndeliveredError
 	if !errors.As(err, &ue) || !errors.Is(err, netio.ErrUndelivered) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown with a subscriber that does not read: %v, want an UndeliveredError at the deadline", err)
@@ -575,6 +562,29 @@ func TestPublisherShutdownStuckReader(t *testing.T) {
 	}
 }
 
+// publisherWithCtl starts a publisher with opts and a ctl child
+// subscribed to tags, and waits until it is. On tcp the child starts
+// first, waiting for the publisher on a free port: started after, it
+// would inherit the listening socket (startCtlWaiting). On a
+// reliable-datagram provider the address is known only once the
+// publisher listens (shm names it after the process).
+func publisherWithCtl(t *testing.T, opts []netio.Option, tags string, env ...string) (*netio.Publisher, *ctlChild) {
+	t.Helper()
+	if testOnRDM {
+		p := listenPublisher(t, opts...)
+		return p, startCtl(t, p.Addr().String(), tags, env...)
+	}
+	addr := freePort(t)
+	sub := startCtlWaiting(t, addr, tags, env...)
+	p, err := netio.ListenPublisher(testNetwork, addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	sub.await(t, "READY")
+	return p, sub
+}
+
 // waitStopped waits until process pid is stopped (SIGSTOP took effect).
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
@@ -591,6 +601,7 @@ func waitStopped(t *testing.T, pid int) {
 // Subscribe WithWaitForPublisher before the publisher is up returns once
 // it is, and the messages flow; without it, Subscribe fails at once.
 func TestSubscribeWaitsForPublisher(t *testing.T) {
+	skipOnRDM(t, "the publisher's address is known before it listens on tcp only")
 	addr := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*hangTimeout)
 	defer cancel()

@@ -110,7 +110,7 @@ func subscriberChild() {
 	if policy != netio.Block {
 		buffer = 1 << 18
 	}
-	s, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()), netio.WithPolicy(policy), netio.WithSubscriptionBuffer(buffer))
+	s, err := netio.Subscribe(ctx, testNetwork, os.Getenv(psAddrEnv), tags, netio.WithMode(psMode()), netio.WithPolicy(policy), netio.WithSubscriptionBuffer(buffer))
 	cancel()
 	if err != nil {
 		childFatal("subscribe: %v", err)
@@ -119,7 +119,7 @@ func subscriberChild() {
 	final, _ := strconv.ParseUint(os.Getenv(psFinalEnv), 10, 64)
 	if policy != netio.Block {
 		ctx, cancel := context.WithTimeout(context.Background(), hangTimeout)
-		ms, err := netio.Subscribe(ctx, "tcp", os.Getenv(psAddrEnv), []uint64{psMarkerTag}, netio.WithMode(psMode()))
+		ms, err := netio.Subscribe(ctx, testNetwork, os.Getenv(psAddrEnv), []uint64{psMarkerTag}, netio.WithMode(psMode()))
 		cancel()
 		if err != nil {
 			childFatal("subscribe to the marker: %v", err)
@@ -208,7 +208,7 @@ func subscriberChild() {
 // turn until it is killed or its parent goes.
 func publisherChild() {
 	ntags, _ := strconv.Atoi(os.Getenv(psTagsEnv))
-	p, err := netio.ListenPublisher("tcp", os.Getenv(psAddrEnv))
+	p, err := netio.ListenPublisher(testNetwork, os.Getenv(psAddrEnv))
 	if err != nil {
 		childFatal("listen: %v", err)
 	}
@@ -294,6 +294,7 @@ func publishRange(t *testing.T, p *netio.Publisher, tags, from, to int) {
 // A subscriber process killed mid-stream is dropped; the others lose
 // nothing and the publisher never waits for the dead one.
 func TestPubSubSubscriberKilled(t *testing.T) {
+	skipOnShmStall(t)
 	const tags, messages = 100, 200_000
 	for _, mode := range []string{"ht", "ll"} {
 		t.Run(mode, func(t *testing.T) {
@@ -339,6 +340,7 @@ func waitSubscribers(t *testing.T, p *netio.Publisher, n int) {
 // Stats count the restart and a span of unknown loss.
 func TestPubSubPublisherRestarted(t *testing.T) {
 	const tags = 10
+	skipOnRDM(t, "a publisher restarts on the same address on tcp only")
 	addr := freePort(t)
 	env := []string{psRoleEnv + "=pub", psAddrEnv + "=" + addr, psTagsEnv + "=" + strconv.Itoa(tags)}
 	pub := startPubSubChild(t, env...)
@@ -490,6 +492,7 @@ func TestPubSubDropPolicies(t *testing.T) {
 // it finds missing once it runs again, while a Block subscriber beside it
 // loses nothing.
 func TestPubSubStoppedSubscriberDrops(t *testing.T) {
+	skipOnShmStall(t)
 	const tags, messages = 10, 200_000
 	// The publisher does not check for silent subscribers: on a slow
 	// machine the stop may outlast a heartbeat timeout, and dropping the

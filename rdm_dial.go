@@ -10,27 +10,35 @@ import (
 	"github.com/netio-go/netio/ofi"
 )
 
-// Dial and Listen on providers that have only reliable-datagram endpoints
-// (shm, efa, cxi, opx, psm2, psm3) or are asked for them ("tcp;ofi_rxm"):
-// the same Conn and Listener, with links on RDM endpoints (rdm_link.go).
-// Addresses are the provider's own, as Listener.Addr prints them
-// ("fi_shm://7227:0:0", "fi_sockaddr_in://127.0.0.1:5000").
+// Dial, Listen, ListenPublisher and Subscribe on providers that have only
+// reliable-datagram endpoints (shm, efa, cxi, opx, psm2, psm3) or are
+// asked for them ("tcp;ofi_rxm"): the same Conn, Listener, Publisher and
+// Subscription, with links on RDM endpoints (rdm_link.go). dialLink and
+// listenContext choose this path by provider. Addresses are the
+// provider's own, as Listener.Addr prints them ("fi_shm://7227:0:0",
+// "fi_sockaddr_in://127.0.0.1:5000").
 
-// dialRDM is DialContext on a reliable-datagram provider: address is the
+// dialArgs parses a dialer's arguments: host:port on a connected
+// provider (an empty host is 127.0.0.1), the listener's printed address
+// as it is on a reliable-datagram one.
+func dialArgs(op, network, address string, opts []Option) (*args, error) {
+	if isRDMProvider(provider(network)) {
+		return parseOptions(op, network, address, opts)
+	}
+	return parseArgs(op, network, address, "127.0.0.1", opts)
+}
+
+// dialRDM is dialLink on a reliable-datagram provider: a's address is the
 // listener's address as its Addr prints it. The process's dialers share
 // one endpoint per provider (and local address), which rests when no
 // link uses it.
-func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn, error) {
-	a, err := parseOptions("dial", network, address, opts)
-	if err != nil {
-		return nil, err
-	}
+func dialRDM(ctx context.Context, a *args, open func(*engine) (*link, error)) (*link, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.opError(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
 	defer cancel()
-	peer, err := ofi.ParseAddress(address)
+	peer, err := ofi.ParseAddress(a.address)
 	if err != nil {
 		return nil, a.opError(err)
 	}
@@ -44,12 +52,12 @@ func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn
 	if err != nil {
 		return nil, a.opError(err)
 	}
-	c, err := newConn(eng, a.cfg, a.provider)
+	p, err := rdmDialer(eng, a.provider, node, service)
 	if err != nil {
 		eng.release()
 		return nil, a.opError(err)
 	}
-	p, err := rdmDialer(eng, a.provider, node, service)
+	l, err := open(eng)
 	if err != nil {
 		eng.release()
 		return nil, a.opError(err)
@@ -57,7 +65,7 @@ func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn
 	var startErr error
 	if err := eng.r.Call(func() {
 		if startErr = p.start(); startErr == nil {
-			startErr = c.link.connectRDM(p, peer)
+			startErr = l.connectRDM(p, peer)
 		}
 		if p.refs == 0 { // no link holds it: it rests
 			p.closing = true
@@ -70,31 +78,30 @@ func dialRDM(ctx context.Context, network, address string, opts []Option) (*Conn
 		eng.release()
 		return nil, a.opError(startErr)
 	}
-	if _, err := awaitDial(ctx, a, c.link); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return awaitDial(ctx, a, l)
 }
 
-// listenRDM is Listen on a reliable-datagram provider. address is
-// host:port on a sockets provider (an empty host is 127.0.0.1: a
-// wildcard address would be printed as one no dialer can use); shm names
-// its endpoints after the process and takes no address ("" or ":0").
-func listenRDM(ctx context.Context, network, address string, opts []Option) (*Listener, error) {
-	a, err := parseOptions("listen", network, address, opts)
+// listenRDM is listenContext on a reliable-datagram provider: an
+// acceptor for owner on an endpoint of its own. address is host:port on
+// a sockets provider (an empty host is 127.0.0.1: a wildcard address
+// would be printed as one no dialer can use); shm names its endpoints
+// after the process and takes no address ("" or ":0"; any is ignored).
+func listenRDM(ctx context.Context, op, network, address string, opts []Option, r wire.Role, owner func(*acceptor, Config) acceptorOwner) (*acceptor, Config, error) {
+	a, err := parseOptions(op, network, address, opts)
 	if err != nil {
-		return nil, err
+		return nil, Config{}, err
 	}
+	cfg := a.cfg
 	if err := ctx.Err(); err != nil {
-		return nil, a.opError(err)
+		return nil, cfg, a.opError(err)
 	}
 	node, service := "", ""
 	if a.provider != "shm" {
 		if node, service, err = net.SplitHostPort(address); err != nil {
-			return nil, a.opError(err)
+			return nil, cfg, a.opError(err)
 		}
 		if err = checkPort(service); err != nil {
-			return nil, a.opError(err)
+			return nil, cfg, a.opError(err)
 		}
 		if node == "" {
 			node = "127.0.0.1"
@@ -103,22 +110,21 @@ func listenRDM(ctx context.Context, network, address string, opts []Option) (*Li
 			service = "0"
 		}
 	}
-	eng, err := acquireEngine() // the Listener's
+	eng, err := acquireEngine() // the owner's
 	if err != nil {
-		return nil, a.opError(err)
+		return nil, cfg, a.opError(err)
 	}
 	p, err := openRDMEndpoint(eng, a.provider, node, service)
 	if err != nil {
 		eng.release()
-		return nil, a.opError(err)
+		return nil, cfg, a.opError(err)
 	}
 	rememberRDMEndpoint(p)
-	p.refs = 1 // the listener's
-	cfg := a.cfg
-	ac := &acceptor{eng: eng, network: a.provider, addr: p.addr(), mode: cfg.Mode, role: wire.RoleConn, maxConns: cfg.MaxConns,
-		setupTimeout: cfg.ConnectTimeout, auth: admit.Checker{Key: cfg.Key, Seen: replays}, done: make(chan struct{}), logger: cfg.Logger}
-	ln := &Listener{ac: ac, eng: eng, cfg: cfg, accepted: make(chan *Conn, cfg.Backlog), closing: make(chan struct{}), rdm: p}
-	p.listener = ln
+	p.refs = 1 // the acceptor's, which close gives back
+	ac := &acceptor{eng: eng, network: a.provider, addr: p.addr(), mode: cfg.Mode, role: r, maxConns: cfg.MaxConns,
+		setupTimeout: cfg.ConnectTimeout, auth: admit.Checker{Key: cfg.Key, Seen: replays}, done: make(chan struct{}), logger: cfg.Logger, rdm: p}
+	ac.owner = owner(ac, cfg)
+	p.acceptor = ac
 	var startErr error
 	if err := eng.r.Call(func() {
 		if startErr = p.start(); startErr != nil {
@@ -129,18 +135,9 @@ func listenRDM(ctx context.Context, network, address string, opts []Option) (*Li
 	}
 	if startErr != nil {
 		eng.release()
-		return nil, a.opError(startErr)
+		return nil, cfg, a.opError(startErr)
 	}
-	tracked.listeners.add(ln)
-	return ln, nil
-}
-
-// closeRDM stops taking requests and lets go of the endpoint, which
-// closes after the last of its connections. On the reactor.
-func (l *Listener) closeRDM() {
-	l.ac.closed.Store(true)
-	l.rdm.listener = nil
-	l.rdm.release()
+	return ac, cfg, nil
 }
 
 // The RDM endpoints of each engine: the dialers' shared ones, and every

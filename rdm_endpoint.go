@@ -38,12 +38,21 @@ type rdmEndpoint struct {
 	fdWatch bool // its queue's descriptor is registered
 	waits   ofi.WaitList
 
+	// The doorbell (rdm_doorbell.go), shm only; nil: polled on the timer.
+	bell      *rdmBell
+	ringing   []*rdmPeer     // links whose sends may need a ring
+	deaf      int            // links whose peer does not ring us
+	sendsOut  int            // sends not completed, on the links' behalf
+	request   *wire.RDMHello // the request being answered, while it is
+	stallRang time.Duration  // when a refused set-up message last rang its peer
+
 	// The set-up window: rdmHelloSlots untagged receives, then as many
 	// buffers to send from.
 	hello     *ofi.Region
 	helloBusy [rdmHelloSlots]bool      // send buffers in flight
 	helloOut  []rdmHelloSend           // sends the provider refused for now (EAGAIN)
 	refused   []ofi.FIAddr             // peers refused in this flush: their later sends wait
+	stallTurn int                      // which of them rings
 	seg       [1]ofi.RDMSegment        // one set-up operation
 	cqBuf     [64]ofi.TaggedCompletion // completions of one read
 
@@ -57,7 +66,7 @@ type rdmEndpoint struct {
 	serving []*rdmPeer // the stalled being served
 	heard   []bool     // and whether a receive was among them
 
-	listener *Listener // nil for a dialer's endpoint
+	acceptor *acceptor // a Listener's or Publisher's; nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
 	closing  bool      // refs reached 0: rests once the retired are read
 	shared   bool      // the process's endpoint for its dialers: it rests, to be used again
@@ -147,6 +156,9 @@ func openRDMEndpoint(eng *engine, network, node, service string) (p *rdmEndpoint
 	if p.name, err = p.ep.Name(); err != nil {
 		return nil, err
 	}
+	if network == "shm" {
+		p.bell = openBell(p.name.String())
+	}
 	if p.hello, err = dom.NewRegion(2 * rdmHelloSlots * wire.RDMHelloSize); err != nil {
 		return nil, err
 	}
@@ -174,6 +186,9 @@ func (p *rdmEndpoint) start() error {
 			return err
 		}
 		p.fdWatch = true
+	}
+	if err := p.startBell(); err != nil {
+		return err
 	}
 	if err := p.eng.r.AddPoller(p); err != nil {
 		return err
@@ -209,6 +224,7 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) e
 		p.helloOut = slices.Delete(p.helloOut, i, i+1)
 	}
 	off := (rdmHelloSlots + slot) * wire.RDMHelloSize
+	p.bellHello(m)
 	b, err := m.Marshal(p.hello.Bytes()[off : off+wire.RDMHelloSize])
 	if err != nil {
 		return err
@@ -222,8 +238,8 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) e
 // patience bounds how long a request or a reject waits for the provider
 // to take it: about as long as its dialer waits for an answer.
 func (p *rdmEndpoint) patience() time.Duration {
-	if p.listener != nil {
-		return p.listener.ac.setupTimeout
+	if p.acceptor != nil {
+		return p.acceptor.setupTimeout
 	}
 	return DefaultConnectTimeout
 }
@@ -263,12 +279,20 @@ func (p *rdmEndpoint) flushHellos() {
 			p.dropHello(i)
 		} else {
 			p.helloOut = slices.Delete(p.helloOut, i, i+1)
+			p.ringHello(s.peer)
 		}
 		if s.open != nil && err != nil {
 			s.open.fail(err)
 		} else if s.open != nil {
 			s.open.acceptSent()
 		}
+	}
+	if len(p.refused) > 0 {
+		// The first send to a peer waits for the peer's progress: ring
+		// the refused peers in turn, as a peer that is nobody stays
+		// refused.
+		p.stallTurn++
+		p.ringStalled(p.refused[p.stallTurn%len(p.refused)])
 	}
 }
 
@@ -284,7 +308,12 @@ func (p *rdmEndpoint) Poll() bool {
 	if p.cq == nil {
 		return false
 	}
+	p.ringPeers()
 	busy := false
+	if p.bell != nil && p.bell.rung {
+		p.bell.rung = false
+		busy = true // a peer rang: stay awake a spin, as it counts on
+	}
 	for {
 		n, err := p.cq.Read(p.cqBuf[:])
 		if err != nil {
@@ -334,11 +363,11 @@ func (p *rdmEndpoint) Poll() bool {
 
 // TryWait reports whether the reactor may sleep on the queue's descriptor.
 func (p *rdmEndpoint) TryWait() bool {
-	if len(p.helloOut) > 0 || len(p.stalled) > 0 {
+	if len(p.helloOut) > 0 || len(p.stalled) > 0 || p.unrung() {
 		return false
 	}
 	if !p.fdWatch {
-		return true // Blind: the reactor comes back on its timer
+		return true // the doorbell wakes it, or (Blind) its timer
 	}
 	p.waits.Reset()
 	p.waits.Add(p.cq)
@@ -346,8 +375,12 @@ func (p *rdmEndpoint) TryWait() bool {
 	return ok || err != nil
 }
 
-// Blind reports a queue without a descriptor, which only polling reads.
-func (p *rdmEndpoint) Blind() bool { return p.cq != nil && !p.fdWatch }
+// Blind reports a queue without a descriptor, which only polling reads,
+// unless the doorbell covers it: every link's peer rings it, and no send
+// waits for the provider's progress (rdm_doorbell.go).
+func (p *rdmEndpoint) Blind() bool {
+	return p.cq != nil && !p.fdWatch && (p.bell == nil || p.deaf > 0 || p.sendsOut > 0)
+}
 
 // rdmCQHandler wakes the reactor for a queue with a descriptor: Poll,
 // called after every wake, reads it.
@@ -395,6 +428,9 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 		p.onHelloDone(token, n)
 		return
 	}
+	if token&tokKindMask != tokRecv {
+		p.sendDone(id)
+	}
 	if l := p.link(token, token&tokKindMask == tokRecv); l != nil {
 		if token&tokKindMask == tokRecv {
 			l.res.port.(*rdmPeer).received(l, uint32(token), n)
@@ -413,6 +449,9 @@ func (p *rdmEndpoint) dispatch(token, n uint64) {
 func (p *rdmEndpoint) onError(ce *ofi.TaggedCompletionError) {
 	token := ce.Token
 	id := uint32(token>>rdmIDShift) & wire.RDMMaxID
+	if token != ofi.UnknownToken && id != 0 && token&tokKindMask != tokRecv {
+		p.sendDone(id)
+	}
 	switch {
 	case token == ofi.UnknownToken:
 	case id == 0:
@@ -445,11 +484,18 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 	if err == nil {
 		switch m.Kind {
 		case wire.RDMRequest:
-			if p.listener != nil && !p.closing {
-				p.listener.onRDMRequest(p, &m)
+			if p.acceptor != nil && !p.closing {
+				p.request = &m // the link accepted takes the peer's doorbell
+				p.acceptor.onRDMRequest(p, &m)
+				p.request = nil
+			} else {
+				p.refuse(&m)
 			}
 		case wire.RDMAccept, wire.RDMReject:
 			if l := p.links[m.To]; l != nil {
+				if q, ok := l.res.port.(*rdmPeer); ok && m.Kind == wire.RDMAccept {
+					p.hearBell(q, &m)
+				}
 				l.onRDMAnswer(&m)
 			}
 		}
@@ -529,6 +575,7 @@ func (p *rdmEndpoint) finishIfDone() {
 		p.eng.r.Unregister(p.cq.FD())
 		p.fdWatch = false
 	}
+	p.stopBell()
 	if p.polled {
 		p.eng.r.RemovePoller(p)
 		p.polled = false
@@ -542,6 +589,7 @@ func (p *rdmEndpoint) finishIfDone() {
 
 // free closes what was opened, in libfabric's order.
 func (p *rdmEndpoint) free() {
+	p.closeBell()
 	if p.ep != nil {
 		p.ep.Close()
 		p.ep = nil

@@ -241,17 +241,22 @@ func (r *rawRDM) answer(id uint32) (wire.RDMHello, error) {
 	}
 }
 
-// setup is an RDM set-up message's bytes (wire.RDMHello), without the
-// checks of its Marshal: a hostile peer sends what it likes.
+// setup is an RDM set-up message's bytes (wire.RDMHello) from a sender
+// without a doorbell; the checks of Marshal on its size are not a hostile
+// peer's.
 func setup(kind uint8, from, to uint32, addr string, data []byte) []byte {
-	b := make([]byte, 15, 15+len(addr)+len(data))
-	copy(b, "NRDM")
-	b[4] = kind
-	binary.LittleEndian.PutUint32(b[5:], from)
-	binary.LittleEndian.PutUint32(b[9:], to)
-	binary.LittleEndian.PutUint16(b[13:], uint16(len(addr)))
+	m := wire.RDMHello{Kind: kind, From: from, To: to, Bell: wire.RDMNoBell}
+	b, err := m.Marshal(make([]byte, wire.RDMHelloSize))
+	if err != nil {
+		panic(err)
+	}
+	binary.LittleEndian.PutUint16(b[len(b)-2:], uint16(len(addr)))
 	return append(append(b, addr...), data...)
 }
+
+// rdmHeader is the length of a set-up message's header: its address
+// length is its last two bytes.
+var rdmHeader = len(setup(wire.RDMRequest, 1, 0, "", nil))
 
 // rawHello is the hello of a raw connection end: LowLatency, window w.
 func rawHello(w uint32) wire.Hello {
@@ -326,13 +331,13 @@ func TestRDMHostileGarbage(t *testing.T) {
 			[]byte("NTIO-REJECT"),
 			bytes.Repeat([]byte{0xff}, 300),
 			[]byte("NRDM"),
-			valid[:14],                            // header cut short
+			valid[:rdmHeader-1],                   // header cut short
 			setup(wire.RDMRequest, 9, 0, "", nil), // no address
 			setup(wire.RDMRequest, 0, 0, "fi_shm://1:0:0", nil), // link 0
 			setup(wire.RDMRequest, wire.RDMMaxID+1, 0, "fi_shm://1:0:0", nil),
-			setup(wire.RDMRequest, 9, 5, h.raw.name.String(), valid[15+len(h.raw.name.String()):]), // to a link
-			setup(99, 9, 0, h.raw.name.String(), nil),                                              // unknown kind
-			append(setup(wire.RDMRequest, 9, 0, "", nil)[:13], 0xff, 0xff),                         // address past the end
+			setup(wire.RDMRequest, 9, 5, h.raw.name.String(), valid[rdmHeader+len(h.raw.name.String()):]), // to a link
+			setup(99, 9, 0, h.raw.name.String(), nil),                                                     // unknown kind
+			append(setup(wire.RDMRequest, 9, 0, "", nil)[:rdmHeader-2], 0xff, 0xff),                       // address past the end
 		} {
 			h.raw.send(h.lnAddr, false, 0, b)
 		}

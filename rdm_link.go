@@ -2,7 +2,9 @@ package netio
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/netio-go/netio/internal/admit"
@@ -34,6 +36,7 @@ type rdmPeer struct {
 	got   []uint64 // per buffer: 1 + the length received, not handed on yet; 0: none
 
 	stalled bool // in the endpoint's stalled list
+	bell    peerBell
 }
 
 var _ linkPort = (*rdmPeer)(nil)
@@ -81,8 +84,10 @@ func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
 }
 
 func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
-	n, err := p.ep.ep.PostTaggedSend(r, p.batch(segs, p.tag), inject)
+	batch := p.batch(segs, p.tag)
+	n, err := p.ep.ep.PostTaggedSend(r, batch, inject)
 	p.stallOn(err)
+	p.ep.sentBell(p, batch[:n], inject, errors.Is(err, ofi.EAGAIN))
 	return n, err
 }
 
@@ -125,13 +130,29 @@ func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
 	}
 	res.port = &rdmPeer{ep: p, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
 		order: make([]uint32, window), got: make([]uint64, window)}
+	p.joinBell(res.port.(*rdmPeer))
 	if c, ok := l.owner.(*Conn); ok {
 		c.local = p.addr()
-		if a, err := p.av.Lookup(fi); err == nil {
-			c.remote = Addr{Provider: p.network, Name: a.String()}
-		}
+		c.remote = l.remoteAddr()
 	}
 	return l.postWindow()
+}
+
+// remoteAddr is the address of l's peer as Addr prints it, on either kind
+// of endpoint; zero if unknown.
+func (l *link) remoteAddr() Addr {
+	if rp, ok := l.res.port.(*rdmPeer); ok {
+		if a, err := rp.ep.av.Lookup(rp.peer); err == nil {
+			return Addr{Provider: rp.ep.network, Name: a.String()}
+		}
+		return Addr{}
+	}
+	if l.res.ep != nil {
+		if ap, err := l.res.ep.PeerAddr(); err == nil {
+			return Addr{Provider: l.network, AddrPort: ap}
+		}
+	}
+	return Addr{}
 }
 
 // release takes l off the endpoint: its receive window is cancelled, and
@@ -163,6 +184,7 @@ func (p *rdmPeer) release(l *link) {
 	}
 	res.dom = nil // the endpoint's, which closes it
 	p.ep.dom.refs--
+	p.ep.leaveBell(p)
 	p.ep.removeLink(p.id, keep, pending) // may close the endpoint
 }
 
@@ -183,6 +205,9 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 	}
 	if m.Kind == wire.RDMReject {
 		err := l.rejection(m.Data)
+		if string(m.Data) == rdmRefusedMarker {
+			err = errRDMRefused
+		}
 		if err == nil {
 			err = ErrRejected
 		}
@@ -235,85 +260,73 @@ func (l *link) peerFinished() {
 	l.fail(io.EOF)
 }
 
-// onRDMRequest answers a connection request that came to the listener's
-// endpoint p: rejected with the MSG path's reasons, or accepted with a
-// link of its own whose accept goes before anything it sends. On the
-// reactor.
-func (ln *Listener) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
-	ac := ln.ac
+// onRDMRequest answers a connection request that came to the endpoint p
+// of a Listener or Publisher: screened and admitted as on a connected
+// endpoint, so rejected with the same reasons, or accepted with a link of
+// its own whose accept goes before anything it sends. On the reactor.
+func (a *acceptor) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
 	peer, err := ofi.ParseAddress(m.Addr)
 	if err != nil {
-		ac.stats.rejectedPeer.Add(1)
+		a.stats.rejectedPeer.Add(1)
 		return // nowhere to answer
 	}
 	fi, err := p.av.Insert(peer)
 	if err != nil {
-		ac.stats.rejectedPeer.Add(1)
+		a.stats.rejectedPeer.Add(1)
 		return
 	}
-	h, reject := ac.screen(m.Data)
-	lc := newLinkConfig(wire.RoleConn, &ln.cfg)
-	switch {
-	case reject != nil:
-		if string(reject) == wire.RejectAuthMarker {
-			ac.stats.rejectedAuth.Add(1)
-		} else {
-			ac.stats.rejectedPeer.Add(1)
-		}
-	case ac.stats.conns.Load() >= int64(ac.maxConns):
-		ac.stats.rejectedFull.Add(1)
-		reject = rejectLimitData
-	case len(ln.accepted)+ln.pending >= cap(ln.accepted):
-		ac.stats.rejectedFull.Add(1)
-		reject = rejectData
-	case !ac.affords(&lc, h):
-		reject = rejectLimitData
+	req := &peerRequest{rdm: p, peer: fi, peerID: m.From}
+	h, reject := a.screen(m.Data)
+	if reject != nil {
+		a.screenFailed(reject)
+	} else {
+		reject = a.admit(req, h)
 	}
-	if reject == nil {
-		if reject = ln.acceptRDM(p, fi, m.From, h); reject == nil {
-			return
-		}
+	if reject != nil {
+		a.reject(req, reject)
 	}
-	p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: reject}, nil)
 }
 
-// acceptRDM makes the link of an admitted request and sends its accept;
-// it returns the reject to answer with if the link could not be made.
-func (ln *Listener) acceptRDM(p *rdmEndpoint, fi ofi.FIAddr, peerID uint32, h wire.Hello) []byte {
-	ac, eng := ln.ac, ln.eng
-	c, err := newConn(eng, ln.cfg, ac.network)
+// rdmRefusedMarker answers a request to an endpoint that takes none (its
+// Listener or Publisher closed, which leaves the endpoint to its links):
+// the dialer sees ECONNREFUSED, as from a closed tcp port, and a
+// subscription tries again as it would there, instead of waiting out its
+// connect timeout each time.
+const rdmRefusedMarker = "NTIO-REFUSED"
+
+var errRDMRefused = fmt.Errorf("%w (nothing listens at that address any more)", syscall.ECONNREFUSED)
+
+// refuse answers a request that came to p while nothing listens on it.
+func (p *rdmEndpoint) refuse(m *wire.RDMHello) {
+	peer, err := ofi.ParseAddress(m.Addr)
 	if err != nil {
-		ac.stats.failed.Add(1)
-		return rejectDataFor(err)
+		return
 	}
-	eng.ref() // the link's own
-	ac.stats.conns.Add(1)
-	c.listener, c.acceptor = ln, ac
-	l := c.link
-	err = l.attachRDM(p, fi)
+	if fi, err := p.av.Insert(peer); err == nil {
+		p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: []byte(rdmRefusedMarker)}, nil)
+	}
+}
+
+// acceptRDM makes l the link of an admitted request on its endpoint and
+// sends the accept, once l's set-up is watched (the accept sent opens
+// it). On failure l's resources are gone, as after link.accept.
+func (l *link) acceptRDM(a *acceptor, req *peerRequest, h wire.Hello) error {
+	p := req.rdm
+	err := l.attachRDM(p, req.peer)
 	if err == nil {
-		l.res.port.(*rdmPeer).tag = uint64(peerID)
+		l.res.port.(*rdmPeer).tag = uint64(req.peerID)
 		err = l.setPeer(h)
 	}
 	if err == nil {
-		ln.pending++ // its up or setupFailed takes it back
-		l.watchSetup(ac.setupTimeout, &ac.stats)
-		if err = p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMAccept, From: l.res.port.(*rdmPeer).id, To: peerID,
+		l.watchSetup(a.setupTimeout, &a.stats)
+		if err = p.sendHello(req.peer, &wire.RDMHello{Kind: wire.RDMAccept, From: l.res.port.(*rdmPeer).id, To: req.peerID,
 			Data: admit.SealAccept(l.cfg.key, l.hello(), h.Auth)}, l); err != nil {
-			ln.pending--
 			l.forgetSetup()
 		}
 	}
 	if err != nil {
 		l.releaseResources()
 		l.owner.released(l)
-		eng.release()
-		if errors.Is(err, ErrMemoryLimit) {
-			ac.stats.rejectedMemory.Add(1)
-		} else {
-			ac.stats.failed.Add(1)
-		}
-		return rejectDataFor(err)
 	}
-	return nil
+	return err
 }

@@ -73,11 +73,13 @@ type SubscriptionStats struct {
 	EventsDropped uint64
 }
 
-// Subscribe dials the publisher at address (or shares this process's
-// connection to it), subscribes to tags and returns once the publisher has
-// acknowledged them, bounded by ctx and Config.ConnectTimeout. With no
-// tags it returns once connected, and the subscription receives nothing
-// until tags are added (Subscription.Subscribe). Options: WithMode
+// Subscribe dials the publisher at address (host:port, or on a
+// reliable-datagram provider the address its Addr prints), or shares this
+// process's connection to it, subscribes to tags and returns once the
+// publisher has acknowledged them, bounded by ctx and
+// Config.ConnectTimeout. With no tags it returns once connected, and the
+// subscription receives nothing until tags are added
+// (Subscription.Subscribe). Options: WithMode
 // (LowLatency: sent at once, packed behind sends in flight;
 // HighThroughput: pages), WithPolicy,
 // WithSubscriptionBuffer, WithWaitForPublisher (keep trying while the
@@ -86,7 +88,7 @@ type SubscriptionStats struct {
 // connection. The subscriber proves it holds the publisher's key, by
 // default the key in the per-user key file (Config.KeyFile).
 func Subscribe(ctx context.Context, network, address string, tags []uint64, opts ...Option) (*Subscription, error) {
-	a, err := parseArgs("subscribe", network, address, "127.0.0.1", opts)
+	a, err := dialArgs("subscribe", network, address, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +406,11 @@ type subConnEntry struct {
 func joinSubConn(ctx context.Context, a *args) (*subConn, error) {
 	// The key is part of it: a subscription must not ride on a
 	// connection that another one's key admitted.
-	key := a.provider + "\x00" + a.host + "\x00" + a.port + "\x00" + a.cfg.Mode.String() + "\x00" + string(a.cfg.Key)
+	dest := a.host + "\x00" + a.port
+	if isRDMProvider(a.provider) {
+		dest = a.address // the publisher's printed address
+	}
+	key := a.provider + "\x00" + dest + "\x00" + a.cfg.Mode.String() + "\x00" + string(a.cfg.Key)
 	for {
 		subConns.mu.Lock()
 		if subConns.m == nil {

@@ -11,7 +11,10 @@ import (
 // A BlindPoller is a Poller with sources no descriptor reports: libfabric's
 // shm provider, for one, cannot give its completion queues a wait object
 // (fi_cq_open with FI_WAIT_FD fails with -FI_ENOSYS), so work can arrive
-// while the reactor sleeps and nothing wakes it.
+// while the reactor sleeps and nothing wakes it. (netio gives its shm
+// endpoints a doorbell their peers ring, a descriptor, and reports them
+// Blind only while that does not cover them; see clock.go for the order
+// such a doorbell relies on.)
 //
 // While a registered BlindPoller reports Blind, the reactor, once its spin
 // is over and TryWait allowed it, sleeps on a timer of its own instead of

@@ -161,6 +161,10 @@ type Stats struct {
 	Sleeps uint64
 	// Wakeups is the number of returns from epoll_wait(-1).
 	Wakeups uint64
+	// TimedSleeps is the number of those sleeps bounded by the timer of
+	// a blind source (BlindPoller): an idle loop without one sleeps
+	// until a descriptor is ready, and this stops growing.
+	TimedSleeps uint64
 	// DoorbellWrites is the number of doorbell eventfd writes by producers
 	// (and Stop): at most one per sleep, however many tasks arrived.
 	DoorbellWrites uint64
@@ -214,6 +218,8 @@ type Reactor struct {
 	blind   blindSleep
 	scratch [8]byte
 	epoch   time.Time
+	now     time.Duration // the round's clock, since epoch (clock.go)
+	round   uint64        // the rounds counted so far
 
 	// Timers and signals not closed yet, closed by Close.
 	ownMu  sync.Mutex
@@ -221,7 +227,7 @@ type Reactor struct {
 	closed bool
 
 	stats struct {
-		tasks, overflows, spins, sleeps, wakeups, doorbells atomic.Uint64
+		tasks, overflows, spins, sleeps, wakeups, timed, doorbells atomic.Uint64
 	}
 }
 
@@ -333,6 +339,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			r.dispatch(n)
 			active = true
 		}
+		r.tick()
 		if r.poll() {
 			active = true
 		}
@@ -342,11 +349,13 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			continue
 		}
 		if r.spin > 0 {
-			now := time.Since(r.epoch)
+			// The round's clock was read before its poll, so a loop
+			// that sleeps has polled once more after a full spin
+			// (clock.go: what a peer's doorbell relies on).
 			if idleSince < 0 {
-				idleSince = now
+				idleSince = r.now
 			}
-			if now-idleSince < r.spin {
+			if r.now-idleSince < r.spin {
 				r.stats.spins.Add(1)
 				// Let another thread have the core if one is waiting
 				// (a peer process on a small machine); costs a system
@@ -367,6 +376,9 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		}
 		r.stats.sleeps.Add(1)
 		timed := r.armBlind()
+		if timed {
+			r.stats.timed.Add(1)
+		}
 		r.inWait.Store(true)
 		var n int
 		if r.park != nil {
@@ -378,6 +390,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
 		r.dispatch(n)
+		r.tick()
 		worked := r.poll()
 		if timed {
 			r.afterBlind(worked || r.pending())
@@ -766,6 +779,7 @@ func (r *Reactor) Stats() Stats {
 		Spins:          r.stats.spins.Load(),
 		Sleeps:         r.stats.sleeps.Load(),
 		Wakeups:        r.stats.wakeups.Load(),
+		TimedSleeps:    r.stats.timed.Load(),
 		DoorbellWrites: r.stats.doorbells.Load(),
 	}
 }

@@ -17,14 +17,30 @@ import (
 //	4  kind (RDMRequest, RDMAccept, RDMReject)
 //	5  the sender's link id (u32, little endian)
 //	9  the receiver's link id (0 in a request)
-//	13 the length of the sender's address (u16; requests only)
-//	15 the address (as ofi.ParseAddress reads it), then the hello
+//	13 the sender's doorbell window in µs (u32; RDMNoBell: none)
+//	17 the sender's network namespace (u64, its inode; 0: unknown)
+//	25 the sender's process (u64, drawn at random once per process)
+//	33 the length of the sender's address (u16; requests only)
+//	35 the address (as ofi.ParseAddress reads it), then the hello
+//
+// The doorbell: a peer whose queue no descriptor reports (shm) listens on
+// a datagram socket that a sender rings when it may be asleep; one that
+// was sent to or rung within the window is still awake (docs/rdm.md).
+// Rings reach only within a network namespace, hence its identity; a
+// peer of the same process needs none (one reactor polls both ends).
 type RDMHello struct {
 	Kind     uint8
 	From, To uint32
+	Bell     uint32 // the sender's doorbell window in µs, or RDMNoBell
+	NetNS    uint64 // the sender's network namespace
+	Proc     uint64 // the sender's process
 	Addr     string // the dialer's own address (requests)
 	Data     []byte // the sealed hello, or a rejection's marker
 }
+
+// RDMNoBell is RDMHello.Bell of a sender without a doorbell: its peers
+// do not ring it, and it polls for their messages on a timer.
+const RDMNoBell = 1<<32 - 1
 
 // The kinds of RDMHello.
 const (
@@ -35,7 +51,7 @@ const (
 
 const (
 	rdmHelloMagic  = "NRDM"
-	rdmHelloHeader = 15
+	rdmHelloHeader = 35
 	// RDMHelloSize bounds a set-up message: the buffers of an endpoint's
 	// set-up window are this large, and a peer never sends more untagged
 	// (on shm a larger one would not fail the receive).
@@ -57,7 +73,10 @@ func (m *RDMHello) Marshal(b []byte) ([]byte, error) {
 	b[4] = m.Kind
 	binary.LittleEndian.PutUint32(b[5:], m.From)
 	binary.LittleEndian.PutUint32(b[9:], m.To)
-	binary.LittleEndian.PutUint16(b[13:], uint16(len(m.Addr)))
+	binary.LittleEndian.PutUint32(b[13:], m.Bell)
+	binary.LittleEndian.PutUint64(b[17:], m.NetNS)
+	binary.LittleEndian.PutUint64(b[25:], m.Proc)
+	binary.LittleEndian.PutUint16(b[33:], uint16(len(m.Addr)))
 	copy(b[rdmHelloHeader:], m.Addr)
 	copy(b[rdmHelloHeader+len(m.Addr):], m.Data)
 	return b, nil
@@ -69,8 +88,9 @@ func ParseRDMHello(b []byte) (RDMHello, error) {
 	if len(b) < rdmHelloHeader || string(b[:4]) != rdmHelloMagic {
 		return RDMHello{}, fmt.Errorf("%w: not a netio set-up message (%d bytes)", ErrProtocol, len(b))
 	}
-	m := RDMHello{Kind: b[4], From: binary.LittleEndian.Uint32(b[5:]), To: binary.LittleEndian.Uint32(b[9:])}
-	n := int(binary.LittleEndian.Uint16(b[13:]))
+	m := RDMHello{Kind: b[4], From: binary.LittleEndian.Uint32(b[5:]), To: binary.LittleEndian.Uint32(b[9:]),
+		Bell: binary.LittleEndian.Uint32(b[13:]), NetNS: binary.LittleEndian.Uint64(b[17:]), Proc: binary.LittleEndian.Uint64(b[25:])}
+	n := int(binary.LittleEndian.Uint16(b[33:]))
 	if n > len(b)-rdmHelloHeader {
 		return RDMHello{}, fmt.Errorf("%w: set-up message with an address of %d bytes in %d", ErrProtocol, n, len(b))
 	}

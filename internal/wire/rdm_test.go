@@ -10,8 +10,8 @@ import (
 
 func TestRDMHelloRoundTrip(t *testing.T) {
 	for _, m := range []RDMHello{
-		{Kind: RDMRequest, From: 1, Addr: "fi_shm://7227:0:0", Data: []byte("hello")},
-		{Kind: RDMAccept, From: RDMMaxID, To: 9, Data: []byte{}},
+		{Kind: RDMRequest, From: 1, Bell: 100, NetNS: 4026531840, Proc: 0x1234567890abcdef, Addr: "fi_shm://7227:0:0", Data: []byte("hello")},
+		{Kind: RDMAccept, From: RDMMaxID, To: 9, Bell: RDMNoBell, Data: []byte{}},
 		{Kind: RDMReject, From: 3, To: 4, Data: []byte{0xff}},
 	} {
 		b, err := m.Marshal(make([]byte, RDMHelloSize))
@@ -43,8 +43,8 @@ func TestRDMHelloRefused(t *testing.T) {
 		"from-0":           append(with(5, 0)[:5], append([]byte{0, 0, 0, 0}, valid[9:]...)...),
 		"from-too-large":   append(bytes.Clone(valid[:5]), append([]byte{0, 0, 0, 0x40}, valid[9:]...)...),
 		"request-to-link":  with(9, 1),
-		"address-overruns": with(13, 200),
-		"request-no-addr":  append(with(13, 0)[:13], 0, 0),
+		"address-overruns": with(33, 200),
+		"request-no-addr":  append(with(33, 0)[:33], 0, 0),
 	} {
 		if _, err := ParseRDMHello(b); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%s: %v, want ErrProtocol", name, err)
