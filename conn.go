@@ -400,10 +400,7 @@ func (c *Conn) MessageLen() (int, error) {
 // buffer that Release recycles, so the steady state allocates nothing.
 // If Read has consumed part of a message, NextMessage returns the rest.
 func (c *Conn) NextMessage() (Message, error) {
-	if !c.ok() {
-		return Message{}, zeroError("read")
-	}
-	return c.recv.nextMessage(context.Background())
+	return c.nextMessage(context.Background()) // checks c: this stays inlined
 }
 
 // NextMessageContext is NextMessage bounded by ctx as well as by the read
@@ -417,7 +414,7 @@ func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
 	if err := ctx.Err(); err != nil {
 		return Message{}, c.opError("read", err)
 	}
-	return c.recv.nextMessage(ctx)
+	return c.nextMessage(ctx)
 }
 
 // Next returns the next message without copying it: the slice points into

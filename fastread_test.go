@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os/exec"
+	"regexp"
 	"runtime"
 	"sync"
 	"testing"
@@ -307,5 +309,27 @@ func TestFastReadSetup(t *testing.T) {
 		if tc.on && (uint64(tc.bufSize) > f.offMask || uint64(per) > f.idxMask || 63-f.epochShift < minEpochBits) {
 			t.Errorf("buffers of %d bytes: offset mask %#x, index mask %#x, epoch at bit %d: too small for %d messages and %d bits of epoch", tc.bufSize, f.offMask, f.idxMask, f.epochShift, per, minEpochBits)
 		}
+	}
+}
+
+// TestNextMessageInlined: the compiler inlines Conn.NextMessage into its
+// caller. Out of line, its frame copied the 80-byte Message once more,
+// and the copy stalled on store forwarding: BenchmarkReadPath/NextMessage
+// took 1.5 times as long (docs/decisions/2026-11-27-next-message-inlined.md).
+// Any statement added to it passes the inliner's budget.
+func TestNextMessageInlined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the compiler")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH")
+	}
+	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)can inline \(\*Conn\)\.NextMessage$`).Match(out) {
+		t.Error("(*Conn).NextMessage is not inlined (go build -gcflags=-m=2 says why)")
 	}
 }

@@ -2,6 +2,8 @@ package netio
 
 import (
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/netio-go/netio/internal/lifecycle"
@@ -49,11 +51,12 @@ type rdmEndpoint struct {
 	hello     *ofi.Region
 	helloBusy [rdmHelloSlots]bool      // send buffers in flight
 	helloOut  []rdmHelloSend           // sends the provider refused for now (EAGAIN)
+	refused   []ofi.FIAddr             // peers refused in this flush: their later sends wait
+	stallTurn int                      // which of them rings
 	seg       [1]ofi.RDMSegment        // one set-up operation
 	cqBuf     [64]ofi.TaggedCompletion // completions of one read
 
 	links   map[uint32]*link
-	nextID  uint32
 	retired map[uint32]*rdmRetired
 	// graves are buffers of links released with sends in flight, which
 	// on shm to a dead peer never complete: they go with the endpoint.
@@ -76,6 +79,11 @@ type rdmHelloSend struct {
 	n    int
 	peer ofi.FIAddr
 	open *link
+	// giveUp: a request or a reject still refused then is dropped. The
+	// peer a request names may be nobody (no such shm process, a closed
+	// port), and the provider refuses sends to it for ever; an accept
+	// goes with its link's set-up timeout.
+	giveUp time.Time
 }
 
 // rdmRetired is what a released link leaves on the endpoint: its buffers,
@@ -202,15 +210,18 @@ func (p *rdmEndpoint) postHelloRecv(slot int) error {
 // provider refuses for now (the first send to a peer), after the next
 // reads of the queue; open, if not nil, is opened once it went.
 func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) error {
-	slot := -1
-	for i, busy := range p.helloBusy {
-		if !busy {
-			slot = i
-			break
-		}
-	}
+	slot := slices.Index(p.helloBusy[:], false)
 	if slot < 0 {
-		return errAtLimit
+		// Every buffer is taken by sends the provider refuses: the oldest
+		// with no link to open goes, so that requests naming nobody cannot
+		// keep out the answers to real ones.
+		i := slices.IndexFunc(p.helloOut, func(s rdmHelloSend) bool { return s.open == nil })
+		if i < 0 {
+			return errAtLimit
+		}
+		slot = p.helloOut[i].slot
+		p.helloBusy[slot] = false
+		p.helloOut = slices.Delete(p.helloOut, i, i+1)
 	}
 	off := (rdmHelloSlots + slot) * wire.RDMHelloSize
 	p.bellHello(m)
@@ -219,40 +230,76 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) e
 		return err
 	}
 	p.helloBusy[slot] = true
-	p.helloOut = append(p.helloOut, rdmHelloSend{slot: slot, n: len(b), peer: peer, open: open})
+	p.helloOut = append(p.helloOut, rdmHelloSend{slot: slot, n: len(b), peer: peer, open: open, giveUp: time.Now().Add(p.patience())})
 	p.flushHellos()
 	return nil
 }
 
-// flushHellos posts the set-up messages waiting, in order.
+// patience bounds how long a request or a reject waits for the provider
+// to take it: about as long as its dialer waits for an answer.
+func (p *rdmEndpoint) patience() time.Duration {
+	if p.acceptor != nil {
+		return p.acceptor.setupTimeout
+	}
+	return DefaultConnectTimeout
+}
+
+// flushHellos posts the set-up messages waiting, in order for each peer:
+// a peer the provider refuses for now holds back its own later messages
+// only, not other peers' (one that is nobody would hold them for ever).
 func (p *rdmEndpoint) flushHellos() {
-	for len(p.helloOut) > 0 {
-		s := p.helloOut[0]
+	var now time.Time
+	p.refused = p.refused[:0]
+	for i := 0; i < len(p.helloOut); {
+		s := p.helloOut[i]
+		if slices.Contains(p.refused, s.peer) {
+			i++
+			continue
+		}
 		if s.open != nil && s.open.life.State() != lifecycle.Connecting {
 			// The link gave up meanwhile: its accept goes no more.
-			p.helloBusy[s.slot] = false
-			p.helloOut = p.helloOut[1:]
+			p.dropHello(i)
 			continue
 		}
 		p.seg[0] = ofi.RDMSegment{Offset: uint64((rdmHelloSlots + s.slot) * wire.RDMHelloSize), Len: uint64(s.n), Token: tokSend | uint64(s.slot), Peer: s.peer}
-		if _, err := p.ep.PostSend(p.hello, p.seg[:], 0); err != nil {
-			if !errors.Is(err, ofi.EAGAIN) {
-				p.helloBusy[s.slot] = false
-				p.helloOut = p.helloOut[1:]
-				if s.open != nil {
-					s.open.fail(err)
-				}
+		_, err := p.ep.PostSend(p.hello, p.seg[:], 0)
+		if errors.Is(err, ofi.EAGAIN) {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if s.open == nil && now.After(s.giveUp) {
+				p.dropHello(i)
 				continue
 			}
-			p.ringStalled(s.peer) // the first send to a peer waits for the peer's progress
-			return
+			p.refused = append(p.refused, s.peer)
+			i++
+			continue
 		}
-		p.helloOut = p.helloOut[1:]
-		p.ringHello(s.peer)
-		if s.open != nil {
+		if err != nil {
+			p.dropHello(i)
+		} else {
+			p.helloOut = slices.Delete(p.helloOut, i, i+1)
+			p.ringHello(s.peer)
+		}
+		if s.open != nil && err != nil {
+			s.open.fail(err)
+		} else if s.open != nil {
 			s.open.acceptSent()
 		}
 	}
+	if len(p.refused) > 0 {
+		// The first send to a peer waits for the peer's progress: ring
+		// the refused peers in turn, as a peer that is nobody stays
+		// refused.
+		p.stallTurn++
+		p.ringStalled(p.refused[p.stallTurn%len(p.refused)])
+	}
+}
+
+// dropHello gives up the waiting set-up message i, and its buffer.
+func (p *rdmEndpoint) dropHello(i int) {
+	p.helloBusy[p.helloOut[i].slot] = false
+	p.helloOut = slices.Delete(p.helloOut, i, i+1)
 }
 
 // Poll reads the queue and hands each completion to its link. On the
@@ -456,17 +503,18 @@ func (p *rdmEndpoint) onHelloDone(token, n uint64) {
 	p.postHelloRecv(slot) // after: m points into the buffer
 }
 
-// addLink gives l an id on the endpoint.
+// addLink gives l an id on the endpoint, drawn at random: the id is the
+// tag of the link's receives, and nothing else tells a link's messages
+// (or a dialer's answers) from a third party's, which must then guess
+// among 2^30 rather than count from 1. RDMMaxID is a listener's rejects'.
 func (p *rdmEndpoint) addLink(l *link) uint32 {
-	for {
-		p.nextID = p.nextID%wire.RDMMaxID + 1
-		if p.links[p.nextID] == nil && p.retired[p.nextID] == nil {
-			break
-		}
+	var id uint32
+	for id == 0 || p.links[id] != nil || p.retired[id] != nil {
+		id = 1 + rand.Uint32N(wire.RDMMaxID-1)
 	}
-	p.links[p.nextID] = l
+	p.links[id] = l
 	p.refs++
-	return p.nextID
+	return id
 }
 
 // removeLink forgets the link of id, whose cancelled receives (pending)

@@ -124,7 +124,11 @@ func (r *receiver) messageLen() (int, error) {
 	return int(r.pos.Left), nil
 }
 
-// nextMessage is NextMessage, bounded by ctx unless it is nil.
+// nextMessage is NextMessage and NextMessageContext, bounded by ctx. It
+// is c's, not its receiver's, so that it rather than the exported method
+// turns away a zero or nil Conn: with that check NextMessage was no longer
+// inlined, and its extra frame copied the 80-byte result once more, a
+// store-forwarding stall (docs/decisions/2026-11-27-next-message-inlined.md).
 //
 // Its common case, the next message lying whole in the page the reader
 // stands in with no deadline or Close to look at, takes no lock: one CAS
@@ -132,7 +136,11 @@ func (r *receiver) messageLen() (int, error) {
 // helper: through a helper returning (Message, bool) the 80-byte Message
 // was copied twice more, and the copies stalled on store forwarding
 // (docs/decisions/2026-11-next-message-in-place.md).
-func (r *receiver) nextMessage(ctx context.Context) (Message, error) {
+func (c *Conn) nextMessage(ctx context.Context) (Message, error) {
+	if !c.ok() {
+		return Message{}, zeroError("read")
+	}
+	r := &c.recv
 	f := &r.fast
 	for r.deadline.Load() == 0 && !r.closed.Load() {
 		s := f.state.Load()
