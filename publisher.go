@@ -175,16 +175,18 @@ func ListenPublisher(network, address string, opts ...Option) (*Publisher, error
 		ac.anyMode = true
 		p = &Publisher{ac: ac, eng: ac.eng, raw: raw, cfg: cfg, tags: map[uint64]*tagEntry{},
 			ended: make(chan struct{}), workers: newWorkerCount(), events: newEventQueue(cfg.EventBuffer)}
+		// Complete before the acceptor starts: a subscriber may be admitted
+		// before listen returns.
+		p.hard, p.stop = context.WithCancel(context.Background())
+		var b [8]byte
+		rand.Read(b[:])
+		p.incarnation = binary.LittleEndian.Uint64(b[:])
+		p.links.Store(&[]*pubLink{})
 		return p
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.hard, p.stop = context.WithCancel(context.Background())
-	var b [8]byte
-	rand.Read(b[:])
-	p.incarnation = binary.LittleEndian.Uint64(b[:])
-	p.links.Store(&[]*pubLink{})
 	tracked.publishers.add(p)
 	return p, nil
 }
