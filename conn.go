@@ -281,10 +281,7 @@ func (a stringAddr) String() string  { return a.addr }
 // bytes; Stats.MessagesLent counts them. p may be reused after Write
 // returns, as always.
 func (c *Conn) Write(p []byte) (int, error) {
-	if !c.ok() {
-		return 0, zeroError("write")
-	}
-	return c.send.write(p)
+	return c.write(p) // checks c: this stays inlined
 }
 
 // WriteBatch writes each element of msgs as one message, as Write would
@@ -293,10 +290,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 // way to write small messages in HighThroughput mode. On an error the
 // messages before the failed one were written.
 func (c *Conn) WriteBatch(msgs [][]byte) (int, error) {
-	if !c.ok() {
-		return 0, zeroError("write")
-	}
-	return c.send.writeBatch(msgs)
+	return c.writeBatch(msgs) // checks c: this stays inlined
 }
 
 // WriteContext is Write bounded by ctx as well as by the write deadline.
@@ -337,10 +331,7 @@ func (c *Conn) Flush() error {
 // longer than p is returned across several Reads, and message boundaries
 // are not marked. Use ReadMessage or NextMessage to keep them.
 func (c *Conn) Read(p []byte) (int, error) {
-	if !c.ok() {
-		return 0, zeroError("read")
-	}
-	return c.recv.read(p)
+	return c.read(p) // checks c: this stays inlined
 }
 
 // ReadMessage reads one whole message into p and returns its length. A
@@ -425,10 +416,7 @@ func (c *Conn) NextMessageContext(ctx context.Context) (Message, error) {
 // A message that arrived in several buffers is joined in a buffer of c's
 // own that the next such message reuses.
 func (c *Conn) Next() ([]byte, error) {
-	if !c.ok() {
-		return nil, zeroError("read")
-	}
-	return c.recv.next()
+	return c.next() // checks c: this stays inlined
 }
 
 // NextBatch is Next for many messages at once: it waits for one message,
@@ -437,10 +425,7 @@ func (c *Conn) Next() ([]byte, error) {
 // Taking the connection's read lock once per batch instead of once per
 // message makes it the cheapest way to read small messages.
 func (c *Conn) NextBatch(dst [][]byte) (int, error) {
-	if !c.ok() {
-		return 0, zeroError("read")
-	}
-	return c.recv.nextBatch(dst)
+	return c.nextBatch(dst) // checks c: this stays inlined
 }
 
 // Close closes the connection. Blocked Read and Write calls return

@@ -42,7 +42,11 @@ type receiver struct {
 }
 
 // read is Read: the messages as one stream of bytes.
-func (r *receiver) read(p []byte) (int, error) {
+func (c *Conn) read(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	r := &c.recv
 	r.lock()
 	defer r.mu.Unlock()
 	if err := r.readable(); err != nil {
@@ -248,7 +252,11 @@ func (r *receiver) lend(b []byte) Message {
 }
 
 // next is Next. Its common case, as nextMessage's, is written out here.
-func (r *receiver) next() ([]byte, error) {
+func (c *Conn) next() ([]byte, error) {
+	if !c.ok() {
+		return nil, zeroError("read")
+	}
+	r := &c.recv
 	r.lock()
 	if r.slot >= 0 && r.deadline.Load() == 0 && !r.closed.Load() {
 		if b, ok := r.frames.Record(&r.pos); ok {
@@ -263,7 +271,11 @@ func (r *receiver) next() ([]byte, error) {
 	return b, err
 }
 
-func (r *receiver) nextBatch(dst [][]byte) (int, error) {
+func (c *Conn) nextBatch(dst [][]byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("read")
+	}
+	r := &c.recv
 	if len(dst) == 0 {
 		return 0, nil
 	}

@@ -68,7 +68,11 @@ const (
 //
 // Both framings are pages: through the assertion appendWhole is a direct
 // call, not an interface one.
-func (s *sender) write(p []byte) (int, error) {
+func (c *Conn) write(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
+	s := &c.send
 	if s.gate.Lock() && s.open && len(p) <= s.appendMax && s.frames.AppendWhole(p) {
 		s.msgs++
 		s.bytes += uint64(len(p))
@@ -90,7 +94,11 @@ func (s *sender) unhindered(n int) bool {
 	return s.deadline.Load() == 0 && !s.closed.Load() && !s.l.life.Ended() && s.failed == nil && n <= s.maxSend
 }
 
-func (s *sender) writeBatch(msgs [][]byte) (int, error) {
+func (c *Conn) writeBatch(msgs [][]byte) (int, error) {
+	if !c.ok() {
+		return 0, zeroError("write")
+	}
+	s := &c.send
 	clear := s.gate.Lock()
 	defer s.unlock()
 	w := s.frames
