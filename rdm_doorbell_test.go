@@ -166,6 +166,9 @@ func TestRDMShmMessageWakesSleepingPeerSAR(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRDMShmMessageWakesSleepingPeer$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "FI_SHM_DISABLE_CMA=1")
 	out, err := cmd.CombinedOutput()
+	if err == nil && strings.Contains(string(out), "--- SKIP: TestRDMShmMessageWakesSleepingPeer") {
+		t.Skipf("the test it runs skipped:\n%s", out) // no shm, or NETIO_PROFILE
+	}
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRDMShmMessageWakesSleepingPeer") {
 		t.Fatalf("with FI_SHM_DISABLE_CMA=1: %v\n%s", err, out)
 	}
