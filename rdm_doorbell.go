@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,8 +68,20 @@ func openBell(addr string) *rdmBell {
 	if ownNetNS() == 0 {
 		return nil
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	// Flags set after the call, under ForkLock as package net does, so
+	// that the file builds where SOCK_NONBLOCK and SOCK_CLOEXEC do not
+	// exist (RDM itself runs on Linux only).
+	syscall.ForkLock.RLock()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err == nil {
+		unix.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
+		return nil
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
 		return nil
 	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: bellPrefix + addr}); err != nil {
