@@ -155,8 +155,9 @@ func TestHeartbeatSlowReaderAlive(t *testing.T) {
 		for _, mode := range []netio.Mode{netio.LowLatency, netio.HighThroughput} {
 			t.Run(fmt.Sprintf("%v/%s-writes", mode, writing), func(t *testing.T) {
 				t.Parallel() // they wait
-				opts := []netio.Option{netio.WithMode(mode), netio.WithWindow(4), netio.WithBufferSize(4096),
-					netio.WithHeartbeatInterval(20 * time.Millisecond), netio.WithHeartbeatTimeout(200 * time.Millisecond)}
+				// The test's usual 1 s timeout: with 200 ms, a reactor thread that a loaded
+				// machine (two busy loops beside make test) did not run for 200 ms failed it.
+				opts := append([]netio.Option{netio.WithMode(mode), netio.WithWindow(4), netio.WithBufferSize(4096)}, beatOpts()...)
 				ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
 				if err != nil {
 					t.Fatal(err)
@@ -194,9 +195,9 @@ func TestHeartbeatSlowReaderAlive(t *testing.T) {
 					}()
 				}
 				waitBlocked(t, len(writers), "netio.(*Conn).Write")
-				// Ten heartbeat timeouts with nobody reading: the reactors
-				// alone must keep both ends alive.
-				time.Sleep(10 * 200 * time.Millisecond) // silence on purpose: nothing to wait for
+				// Three heartbeat timeouts (thirty intervals) with nobody reading:
+				// the reactors alone must keep both ends alive.
+				time.Sleep(3 * testBeatTimeout) // silence on purpose: nothing to wait for
 				var rg sync.WaitGroup
 				for _, r := range readers {
 					rg.Add(1)
