@@ -85,10 +85,12 @@ func BenchmarkRoundTrip64(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		perfOn(b)
 		for i := 0; i < b.N; i++ {
 			hop(&p.Client, &p.Server)
 			hop(&p.Server, &p.Client)
 		}
+		perfOff(b)
 	})
 	b.Run("tcp", func(b *testing.B) {
 		c, s := tcpPair(b)
@@ -117,6 +119,7 @@ func pingPong(b *testing.B, w io.Writer, read func([]byte) (int, error)) {
 	b.ReportAllocs()
 	before, parksBefore := netio.ReactorStats(), netio.ReaderParks()
 	b.ResetTimer()
+	perfOn(b)
 	for i := 0; i < b.N; i++ {
 		if _, err := w.Write(msg); err != nil {
 			b.Fatal(err)
@@ -125,6 +128,7 @@ func pingPong(b *testing.B, w io.Writer, read func([]byte) (int, error)) {
 			b.Fatal(err)
 		}
 	}
+	perfOff(b)
 	b.StopTimer()
 	reportWakes(b, before, parksBefore)
 }
@@ -244,6 +248,7 @@ func streamNetio(b *testing.B, size int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	perfOn(b)
 	cpu := processCPU()
 	start <- b.N
 	for i := 0; i < b.N; i++ {
@@ -254,6 +259,7 @@ func streamNetio(b *testing.B, size int) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	perfOff(b)
 	b.StopTimer()
 	// As streamRun's: what the machine pays per message, which other
 	// load on a shared machine moves less than ns/op.
@@ -317,7 +323,9 @@ func streamOFI(b *testing.B, size int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	perfOn(b)
 	run(b.N)
+	perfOff(b)
 }
 
 // bufferedSizes are the message sizes of the HighThroughput benchmarks.
@@ -373,6 +381,7 @@ func streamRun(b *testing.B, size int, send func(n int) error, recv func(n int) 
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	perfOn(b)
 	cpu := processCPU()
 	start <- b.N
 	if err := send(b.N); err != nil {
@@ -381,6 +390,7 @@ func streamRun(b *testing.B, size int, send func(n int) error, recv func(n int) 
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	perfOff(b)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 	// CPU time of the whole process per message: what the machine pays,
@@ -589,11 +599,13 @@ func BenchmarkPubSub(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		b.ResetTimer()
+		perfOn(b)
 		for i := 0; i < b.N; i++ {
 			pa.Publish(ctx, 1, msg)
 			m := <-toA.C
 			m.Release()
 		}
+		perfOff(b)
 		b.StopTimer()
 		oneWay := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 2
 		b.ReportMetric(oneWay/1e3, "pubsub-one-way-µs")
@@ -627,9 +639,11 @@ func BenchmarkPubSub(b *testing.B) {
 			tag := uint64(tags / 2)
 			b.ReportAllocs()
 			b.ResetTimer()
+			perfOn(b)
 			for i := 0; i < b.N; i++ {
 				p.Publish(ctx, tag, msg)
 			}
+			perfOff(b)
 		})
 	}
 }
@@ -660,6 +674,7 @@ func benchPubSubStream(b *testing.B, subs, size int, mode netio.Mode) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	perfOn(b)
 	for i := 0; i < b.N; i++ {
 		if err := p.Publish(ctx, 1, msg); err != nil {
 			b.Fatal(err)
@@ -669,6 +684,7 @@ func benchPubSubStream(b *testing.B, subs, size int, mode netio.Mode) {
 	for i := 0; i < subs; i++ {
 		<-done
 	}
+	perfOff(b)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 }
