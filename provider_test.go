@@ -54,14 +54,3 @@ func ownConnListenAddr() string {
 	}
 	return "0.0.0.0:0"
 }
-
-// skipOnShmStall skips, on shm, a test that stops or kills a peer while
-// larger sends to it are in flight: the provider completes an endpoint's
-// sends in the order they were posted, so one that the stopped peer never
-// answers holds back those to every other peer (docs/rdm.md).
-func skipOnShmStall(t testing.TB) {
-	t.Helper()
-	if testNetwork == "shm" {
-		t.Skip("not on shm: a stopped or dead peer holds back the larger sends of its publisher's endpoint to every peer")
-	}
-}

@@ -294,7 +294,6 @@ func publishRange(t *testing.T, p *netio.Publisher, tags, from, to int) {
 // A subscriber process killed mid-stream is dropped; the others lose
 // nothing and the publisher never waits for the dead one.
 func TestPubSubSubscriberKilled(t *testing.T) {
-	skipOnShmStall(t)
 	const tags, messages = 100, 200_000
 	for _, mode := range []string{"ht", "ll"} {
 		t.Run(mode, func(t *testing.T) {
@@ -492,7 +491,6 @@ func TestPubSubDropPolicies(t *testing.T) {
 // it finds missing once it runs again, while a Block subscriber beside it
 // loses nothing.
 func TestPubSubStoppedSubscriberDrops(t *testing.T) {
-	skipOnShmStall(t)
 	const tags, messages = 10, 200_000
 	// The publisher does not check for silent subscribers: on a slow
 	// machine the stop may outlast a heartbeat timeout, and dropping the
