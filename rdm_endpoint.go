@@ -71,7 +71,7 @@ type rdmEndpoint struct {
 	// AV, so that a stuck peer holds back only its own link's sends.
 	linkEPs map[*ofi.RDMEndpoint]bool // open, the link's or spare
 	spare   []*ofi.RDMEndpoint        // rested after a link of this process: taken again first
-	peers   map[string]ofi.FIAddr     // addresses inserted, each once (shm counts every insert)
+	peers   map[string]*rdmPeerAddr   // addresses inserted, each once (shm counts every insert)
 
 	acceptor *acceptor // a Listener's or Publisher's; nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link

@@ -238,6 +238,10 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 	}
 	q := l.res.port.(*rdmPeer)
 	q.tag = uint64(m.From)
+	if err := l.takeAccept(m.Data); err != nil { // the key's proof first
+		l.fail(err)
+		return
+	}
 	if m.Addr != "" {
 		// The accepted link has an endpoint of its own: ours sends there.
 		dialed, err := q.ep.av.Lookup(q.peer)
@@ -247,17 +251,13 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 		}
 		var fi ofi.FIAddr
 		if err == nil {
-			fi, err = q.ep.insertPeer(named)
+			fi, err = q.ep.insertPeer(named, true)
 		}
 		if err != nil {
 			l.fail(err)
 			return
 		}
 		q.peer, q.peerLink = fi, true
-	}
-	if err := l.takeAccept(m.Data); err != nil {
-		l.fail(err)
-		return
 	}
 	l.opened()
 }
@@ -266,7 +266,7 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 // listener at peer: its window posted, then the request.
 func (l *link) connectRDM(p *rdmEndpoint, peer ofi.Address) error {
 	l.hb.dialed = true
-	fi, err := p.insertPeer(peer)
+	fi, err := p.insertPeer(peer, false)
 	if err == nil {
 		err = l.attachRDM(p, fi, false, false)
 	}
@@ -310,7 +310,7 @@ func (a *acceptor) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
 		a.stats.rejectedPeer.Add(1)
 		return // nowhere to answer
 	}
-	fi, err := p.insertPeer(peer)
+	fi, err := p.insertPeer(peer, false)
 	if err != nil {
 		a.stats.rejectedPeer.Add(1)
 		return
@@ -342,7 +342,7 @@ func (p *rdmEndpoint) refuse(m *wire.RDMHello) {
 	if err != nil {
 		return
 	}
-	if fi, err := p.insertPeer(peer); err == nil {
+	if fi, err := p.insertPeer(peer, false); err == nil {
 		p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: []byte(rdmRefusedMarker)}, nil)
 	}
 }

@@ -69,30 +69,43 @@ func (p *rdmEndpoint) closeLinkEndpoints() {
 
 // insertPeer inserts addr into p's AV once: shm's AV counts every insert
 // of an address against its 256 peers, and a removal of one of them
-// unmaps the peer for all.
-func (p *rdmEndpoint) insertPeer(addr ofi.Address) (ofi.FIAddr, error) {
+// unmaps the peer for all. With link, the address is a peer link's own
+// endpoint, counted until forgetPeer.
+func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error) {
 	key := addr.String()
-	if fi, ok := p.peers[key]; ok {
-		return fi, nil
+	e, ok := p.peers[key]
+	if !ok {
+		fi, err := p.av.Insert(addr)
+		if err != nil {
+			return fi, err
+		}
+		if p.peers == nil {
+			p.peers = map[string]*rdmPeerAddr{}
+		}
+		e = &rdmPeerAddr{fi: fi}
+		p.peers[key] = e
 	}
-	fi, err := p.av.Insert(addr)
-	if err != nil {
-		return fi, err
+	if link {
+		e.links++
 	}
-	if p.peers == nil {
-		p.peers = map[string]ofi.FIAddr{}
-	}
-	p.peers[key] = fi
-	return fi, nil
+	return e.fi, nil
 }
 
-// forgetPeer removes a link endpoint's address inserted by insertPeer:
-// its link is released with nothing in flight to it.
+// rdmPeerAddr is an address in an endpoint's AV.
+type rdmPeerAddr struct {
+	fi    ofi.FIAddr
+	links int // links sending to it as a peer link's own endpoint
+}
+
+// forgetPeer removes a peer link's endpoint from p's AV once no link
+// sends there: its link is released with nothing in flight to it.
 func (p *rdmEndpoint) forgetPeer(fi ofi.FIAddr) {
-	for k, v := range p.peers {
-		if v == fi {
-			delete(p.peers, k)
-			p.av.Remove(fi)
+	for k, e := range p.peers {
+		if e.fi == fi && e.links > 0 {
+			if e.links--; e.links == 0 {
+				delete(p.peers, k)
+				p.av.Remove(fi)
+			}
 			return
 		}
 	}
