@@ -54,27 +54,11 @@ type blindSleep struct {
 	resets atomic.Uint64
 }
 
-// blindBackstop bounds the sleep of a reactor whose blind sources a
-// doorbell covers (not Blind): work the provider left for itself with
-// nothing to ring (shm's progress defers a command or response it cannot
-// take yet, -FI_EAGAIN) is taken up within it. Config.IdlePoll, when
-// longer, is the bound instead.
-const blindBackstop = time.Second
-
 // armBlind arms the timer before a sleep when a poller is blind, and
-// reports whether it did. With blind pollers registered but none blind
-// now, it arms the backstop and reports false: such a sleep is not a
-// timed one (Stats.TimedSleeps).
+// reports whether it did.
 func (r *Reactor) armBlind() bool {
 	b := &r.blind
-	if b.fd < 0 {
-		return false
-	}
-	if !r.anyBlind() {
-		b.fired = false
-		if err := setTimerfd(b.fd, max(b.limit, blindBackstop), 0); err != nil {
-			panic(os.NewSyscallError("timerfd_settime", err))
-		}
+	if b.fd < 0 || !r.anyBlind() {
 		return false
 	}
 	next := time.Duration(b.next.Load())
