@@ -152,6 +152,7 @@ type peerRequest struct {
 	rdm    *rdmEndpoint
 	peer   ofi.FIAddr
 	peerID uint32
+	local  bool // the dialer is of this process (RDM)
 }
 
 // reject answers req with data.

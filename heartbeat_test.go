@@ -393,7 +393,6 @@ func heartbeatSubscriber() {
 // (its Publish waits no longer than that); when the stopped one runs
 // again, it subscribes again by itself and reports the gap.
 func TestHeartbeatStoppedSubscriber(t *testing.T) {
-	skipOnShmStall(t)
 	for _, mode := range []netio.Mode{netio.HighThroughput, netio.LowLatency} {
 		t.Run(mode.String(), func(t *testing.T) {
 			p := listenPublisher(t, beatOpts()...)

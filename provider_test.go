@@ -55,13 +55,13 @@ func ownConnListenAddr() string {
 	return "0.0.0.0:0"
 }
 
-// skipOnShmStall skips, on shm, a test that stops or kills a peer while
-// larger sends to it are in flight: the provider completes an endpoint's
-// sends in the order they were posted, so one that the stopped peer never
-// answers holds back those to every other peer (docs/rdm.md).
-func skipOnShmStall(t testing.TB) {
+// skipOnShmStopHang skips, on shm, the test that stops a subscriber
+// process while its publisher keeps sending: after SIGCONT the subscriber
+// never got the next message in about one run of ten under load, both
+// reactors asleep (docs/rdm.md); not found yet.
+func skipOnShmStopHang(t testing.TB) {
 	t.Helper()
 	if testNetwork == "shm" {
-		t.Skip("not on shm: a stopped or dead peer holds back the larger sends of its publisher's endpoint to every peer")
+		t.Skip("not on shm: after SIGCONT the stopped subscriber waits for good in about one run of ten under load (docs/rdm.md)")
 	}
 }

@@ -66,6 +66,13 @@ type rdmEndpoint struct {
 	serving []*rdmPeer // the stalled being served
 	heard   []bool     // and whether a receive was among them
 
+	// Link endpoints (rdm_linkendpoint.go): on shm an accepted link sends
+	// and receives on an endpoint of its own, bound to this one's queue and
+	// AV, so that a stuck peer holds back only its own link's sends.
+	linkEPs map[*ofi.RDMEndpoint]bool // open, the link's or spare
+	spare   []*ofi.RDMEndpoint        // rested after a link of this process: taken again first
+	peers   map[string]*rdmPeerAddr   // addresses inserted, each once (shm counts every insert)
+
 	acceptor *acceptor // a Listener's or Publisher's; nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
 	closing  bool      // refs reached 0: rests once the retired are read
@@ -90,7 +97,9 @@ type rdmHelloSend struct {
 // until the provider has reported the receives that Cancel took back.
 type rdmRetired struct {
 	regions []*ofi.Region
-	pending int // cancelled receives not read yet
+	pending int              // cancelled receives not read yet
+	ep      *ofi.RDMEndpoint // the link's own endpoint, if it had one
+	closeEP bool             // closed then (its peer is another process), else spare
 }
 
 const (
@@ -519,12 +528,12 @@ func (p *rdmEndpoint) addLink(l *link) uint32 {
 
 // removeLink forgets the link of id, whose cancelled receives (pending)
 // hold regions until the provider reports them.
-func (p *rdmEndpoint) removeLink(id uint32, regions []*ofi.Region, pending int) {
+func (p *rdmEndpoint) removeLink(id uint32, r *rdmRetired) {
 	delete(p.links, id)
-	if pending > 0 {
-		p.retired[id] = &rdmRetired{regions: regions, pending: pending}
+	if r.pending > 0 {
+		p.retired[id] = r
 	} else {
-		closeRegions(regions)
+		p.retiredEnd(r)
 	}
 	p.release()
 }
@@ -532,7 +541,16 @@ func (p *rdmEndpoint) removeLink(id uint32, regions []*ofi.Region, pending int) 
 func (p *rdmEndpoint) retiredDone(id uint32, r *rdmRetired) {
 	if r.pending--; r.pending <= 0 {
 		delete(p.retired, id)
-		closeRegions(r.regions)
+		p.retiredEnd(r)
+	}
+}
+
+// retiredEnd frees what a released link left once its receives are all
+// reported: its buffers, and its own endpoint if it had one.
+func (p *rdmEndpoint) retiredEnd(r *rdmRetired) {
+	closeRegions(r.regions)
+	if r.ep != nil {
+		p.retireLinkEndpoint(r.ep, r.closeEP)
 	}
 }
 
@@ -590,6 +608,7 @@ func (p *rdmEndpoint) finishIfDone() {
 // free closes what was opened, in libfabric's order.
 func (p *rdmEndpoint) free() {
 	p.closeBell()
+	p.closeLinkEndpoints()
 	if p.ep != nil {
 		p.ep.Close()
 		p.ep = nil

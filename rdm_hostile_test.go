@@ -8,6 +8,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -401,7 +402,8 @@ func TestRDMHostileSetup(t *testing.T) {
 // rawLink is a connection set up by hand from a raw endpoint, and its
 // accepted end.
 type rawLink struct {
-	id, peer uint32 // the raw side's link id, the listener's
+	id, peer uint32     // the raw side's link id, the listener's
+	to       ofi.FIAddr // where the link's messages go: the endpoint its accept named (shm), or the listener's
 	victim   *netio.Conn
 }
 
@@ -419,7 +421,11 @@ func (h *rdmHostileSite) handSetup(t *testing.T, id uint32) rawLink {
 	if err != nil || m.Kind != wire.RDMAccept {
 		t.Fatalf("answer to a hand-made request: %+v, %v; want an accept", m, err)
 	}
-	return rawLink{id: id, peer: m.From, victim: acceptOne(t, h.ln, hangTimeout)}
+	to := h.lnAddr
+	if m.Addr != "" {
+		to = h.raw.insert(m.Addr)
+	}
+	return rawLink{id: id, peer: m.From, to: to, victim: acceptOne(t, h.ln, hangTimeout)}
 }
 
 // A connection set up by hand from a raw endpoint, then sent the MSG
@@ -432,7 +438,7 @@ func TestRDMHostileLink(t *testing.T) {
 		h := newRDMHostileSite(t, network, listen, netio.WithBufferSize(hostileBufSize))
 		// A good hand-made connection first: what the attacks start from.
 		rl := h.handSetup(t, 100)
-		h.raw.send(h.lnAddr, true, uint64(rl.peer), dataMsg([]byte("by hand")))
+		h.raw.send(rl.to, true, uint64(rl.peer), dataMsg([]byte("by hand")))
 		rl.victim.SetReadDeadline(time.Now().Add(hangTimeout))
 		if got, err := rl.victim.AppendMessage(nil); err != nil || string(got) != "by hand" {
 			t.Fatalf("hand-made connection read %q, %v", got, err)
@@ -455,10 +461,13 @@ func TestRDMHostileLink(t *testing.T) {
 		for _, tag := range tags {
 			if tag != uint64(rl.peer) {
 				h.raw.send(h.lnAddr, true, tag, dataMsg([]byte("nobody's")))
+				if rl.to != h.lnAddr {
+					h.raw.send(rl.to, true, tag, dataMsg([]byte("nobody's"))) // the link's own endpoint
+				}
 			}
 		}
 		h.seen(t)
-		h.raw.send(h.lnAddr, true, uint64(rl.peer), dataMsg([]byte("still")))
+		h.raw.send(rl.to, true, uint64(rl.peer), dataMsg([]byte("still")))
 		if got, err := rl.victim.AppendMessage(nil); err != nil || string(got) != "still" {
 			t.Fatalf("hand-made connection after forged set-up messages read %q, %v", got, err)
 		}
@@ -478,7 +487,7 @@ func TestRDMHostileLink(t *testing.T) {
 				next = h.handSetup(t, uint32(100+i))
 			}
 			for _, f := range a.frames {
-				h.raw.send(h.lnAddr, true, uint64(next.peer), f)
+				h.raw.send(next.to, true, uint64(next.peer), f)
 			}
 			err := readToEnd(next.victim, i)
 			var op *net.OpError
@@ -497,4 +506,48 @@ func TestRDMHostileLink(t *testing.T) {
 			return links == 1 // the connection beside
 		})
 	})
+}
+
+// An accept that names, as its link's endpoint, an address of another
+// process than the one dialed fails the Dial with ErrProtocol: it cannot
+// point the link at a third party. (Naming another endpoint of the
+// dialed process is what a Listener on shm does.)
+func TestRDMForgedAcceptAddress(t *testing.T) {
+	if os.Getenv("NETIO_PROFILE") != "" {
+		t.Skip("NETIO_PROFILE: reliable-datagram providers are not profiled")
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	raw := openRawRDM(t, "shm", "")
+	defer raw.close()
+	raw.recvUntagged(0)
+	type result struct {
+		c   *netio.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := netio.Dial("shm", raw.name.String(), netio.WithKey(key), netio.WithConnectTimeout(hangTimeout))
+		done <- result{c, err}
+	}()
+	m, err := wire.ParseRDMHello(raw.received(0))
+	if err != nil || m.Kind != wire.RDMRequest {
+		t.Fatalf("the dialer's request: %+v, %v", m, err)
+	}
+	checker := admit.Checker{Key: key, Seen: admit.NewReplayCache(16)}
+	auth, err := checker.Check(m.Data, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept := setup(wire.RDMAccept, 9, m.From, "fi_shm://1:0:0", admit.SealAccept(key, rawHello(4), auth))
+	raw.send(raw.insert(m.Addr), false, 0, accept)
+	r := <-done
+	if r.err == nil {
+		r.c.Close()
+		t.Fatal("a Dial took an accept naming another process's endpoint")
+	}
+	var op *net.OpError
+	if !errors.As(r.err, &op) || !errors.Is(r.err, netio.ErrProtocol) {
+		t.Fatalf("Dial: %v, want ErrProtocol in a *net.OpError", r.err)
+	}
 }

@@ -19,6 +19,7 @@ import (
 // carrying the id so that the endpoint hands its completion to the link.
 type rdmPeer struct {
 	ep   *rdmEndpoint
+	lep  *ofi.RDMEndpoint // where the link posts: ep's, or its own (rdm_linkendpoint.go)
 	l    *link
 	peer ofi.FIAddr
 	id   uint32 // ours: the tag of our receives
@@ -37,6 +38,10 @@ type rdmPeer struct {
 
 	stalled bool // in the endpoint's stalled list
 	bell    peerBell
+
+	own      bool // lep is the link's own endpoint
+	local    bool // the peer is of this process: lep rests after the link
+	peerLink bool // peer is the peer link's own endpoint, inserted for this link
 }
 
 var _ linkPort = (*rdmPeer)(nil)
@@ -53,7 +58,7 @@ func (p *rdmPeer) batch(segs []ofi.Segment, tag uint64) []ofi.RDMSegment {
 }
 
 func (p *rdmPeer) PostRecv(r *ofi.Region, segs []ofi.Segment) (int, error) {
-	n, err := p.ep.ep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
+	n, err := p.lep.PostTaggedRecv(r, p.batch(segs, uint64(p.id)))
 	p.stallOn(err)
 	for _, s := range segs[:n] {
 		p.order[(p.first+p.count)%len(p.order)] = uint32(s.Token)
@@ -85,7 +90,7 @@ func (p *rdmPeer) received(l *link, slot uint32, n uint64) {
 
 func (p *rdmPeer) PostSendInject(r *ofi.Region, segs []ofi.Segment, inject int) (int, error) {
 	batch := p.batch(segs, p.tag)
-	n, err := p.ep.ep.PostTaggedSend(r, batch, inject)
+	n, err := p.lep.PostTaggedSend(r, batch, inject)
 	p.stallOn(err)
 	p.ep.sentBell(p, batch[:n], inject, errors.Is(err, ofi.EAGAIN))
 	return n, err
@@ -110,8 +115,9 @@ func (p *rdmPeer) PostSendTail(*ofi.Region, ofi.Segment, []byte) error {
 
 // attachRDM makes l a link on p to the peer at fi: its buffers, an id,
 // and its receive window posted, so that the peer may send as soon as it
-// hears of them.
-func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
+// hears of them. With own, l gets an endpoint of its own bound to p's
+// queue and AV (rdm_linkendpoint.go).
+func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr, own, local bool) error {
 	res := &l.res
 	res.dom = p.dom
 	p.dom.refs++
@@ -123,13 +129,21 @@ func (l *link) attachRDM(p *rdmEndpoint, fi ofi.FIAddr) error {
 	if err := l.openBuffers(window, bufSize); err != nil {
 		return err
 	}
-	for _, r := range []*ofi.Region{res.rxRegion, res.ctl.region} {
-		if err := p.ep.BindRegion(r); err != nil {
+	lep := p.ep
+	if own {
+		var err error
+		if lep, err = p.openLinkEndpoint(); err != nil {
 			return err
 		}
 	}
-	res.port = &rdmPeer{ep: p, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
-		order: make([]uint32, window), got: make([]uint64, window)}
+	q := &rdmPeer{ep: p, lep: lep, l: l, peer: fi, id: p.addLink(l), segs: make([]ofi.RDMSegment, 0, window+l.cfg.txWindow),
+		order: make([]uint32, window), got: make([]uint64, window), own: own, local: local}
+	res.port = q // from here releaseResources gives lep back
+	for _, r := range []*ofi.Region{res.rxRegion, res.ctl.region} {
+		if err := lep.BindRegion(r); err != nil {
+			return err
+		}
+	}
 	p.joinBell(res.port.(*rdmPeer))
 	if c, ok := l.owner.(*Conn); ok {
 		c.local = p.addr()
@@ -164,16 +178,20 @@ func (p *rdmPeer) release(l *link) {
 	res := &l.res
 	pending := 0
 	for i := range l.rx.refs {
-		pending += p.ep.ep.Cancel(tokRecv | uint64(i) | uint64(p.id)<<rdmIDShift)
+		pending += p.lep.Cancel(tokRecv | uint64(i) | uint64(p.id)<<rdmIDShift)
 	}
 	var keep []*ofi.Region
+	inFlight := l.txPosted != l.tx.done.Load() || !res.ctl.idle()
+	if p.peerLink && !inFlight {
+		p.ep.forgetPeer(p.peer) // with sends in flight shm still reads its entry
+	}
 	if !l.rx.held.Load() { // else releaseResources keeps it for the messages still held
 		keep = append(keep, res.rxRegion)
 		res.rxRegion = nil
 	}
 	sending := []*ofi.Region{res.txRegion, res.ctl.region}
 	res.txRegion, res.ctl.region = nil, nil
-	if l.txPosted != l.tx.done.Load() || !res.ctl.idle() {
+	if inFlight {
 		for _, r := range sending {
 			if r != nil {
 				p.ep.graves = append(p.ep.graves, r)
@@ -185,7 +203,11 @@ func (p *rdmPeer) release(l *link) {
 	res.dom = nil // the endpoint's, which closes it
 	p.ep.dom.refs--
 	p.ep.leaveBell(p)
-	p.ep.removeLink(p.id, keep, pending) // may close the endpoint
+	r := &rdmRetired{regions: keep, pending: pending}
+	if p.own {
+		r.ep, r.closeEP = p.lep, !p.local
+	}
+	p.ep.removeLink(p.id, r) // may close the endpoint
 }
 
 // acceptSent opens an accepted link once its accept has gone: nothing it
@@ -214,10 +236,28 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 		l.fail(err)
 		return
 	}
-	l.res.port.(*rdmPeer).tag = uint64(m.From)
-	if err := l.takeAccept(m.Data); err != nil {
+	q := l.res.port.(*rdmPeer)
+	q.tag = uint64(m.From)
+	if err := l.takeAccept(m.Data); err != nil { // the key's proof first
 		l.fail(err)
 		return
+	}
+	if m.Addr != "" {
+		// The accepted link has an endpoint of its own: ours sends there.
+		dialed, err := q.ep.av.Lookup(q.peer)
+		var named ofi.Address
+		if err == nil {
+			named, err = linkAddr(q.ep.network, dialed.String(), m.Addr)
+		}
+		var fi ofi.FIAddr
+		if err == nil {
+			fi, err = q.ep.insertPeer(named, true)
+		}
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		q.peer, q.peerLink = fi, true
 	}
 	l.opened()
 }
@@ -226,9 +266,9 @@ func (l *link) onRDMAnswer(m *wire.RDMHello) {
 // listener at peer: its window posted, then the request.
 func (l *link) connectRDM(p *rdmEndpoint, peer ofi.Address) error {
 	l.hb.dialed = true
-	fi, err := p.av.Insert(peer)
+	fi, err := p.insertPeer(peer, false)
 	if err == nil {
-		err = l.attachRDM(p, fi)
+		err = l.attachRDM(p, fi, false, false)
 	}
 	if err == nil {
 		var data []byte
@@ -270,12 +310,12 @@ func (a *acceptor) onRDMRequest(p *rdmEndpoint, m *wire.RDMHello) {
 		a.stats.rejectedPeer.Add(1)
 		return // nowhere to answer
 	}
-	fi, err := p.av.Insert(peer)
+	fi, err := p.insertPeer(peer, false)
 	if err != nil {
 		a.stats.rejectedPeer.Add(1)
 		return
 	}
-	req := &peerRequest{rdm: p, peer: fi, peerID: m.From}
+	req := &peerRequest{rdm: p, peer: fi, peerID: m.From, local: m.Proc == processID}
 	h, reject := a.screen(m.Data)
 	if reject != nil {
 		a.screenFailed(reject)
@@ -302,7 +342,7 @@ func (p *rdmEndpoint) refuse(m *wire.RDMHello) {
 	if err != nil {
 		return
 	}
-	if fi, err := p.av.Insert(peer); err == nil {
+	if fi, err := p.insertPeer(peer, false); err == nil {
 		p.sendHello(fi, &wire.RDMHello{Kind: wire.RDMReject, From: wire.RDMMaxID, To: m.From, Data: []byte(rdmRefusedMarker)}, nil)
 	}
 }
@@ -312,14 +352,23 @@ func (p *rdmEndpoint) refuse(m *wire.RDMHello) {
 // it). On failure l's resources are gone, as after link.accept.
 func (l *link) acceptRDM(a *acceptor, req *peerRequest, h wire.Hello) error {
 	p := req.rdm
-	err := l.attachRDM(p, req.peer)
+	err := l.attachRDM(p, req.peer, p.ownsLinkEndpoints(), req.local)
+	var addr string
 	if err == nil {
-		l.res.port.(*rdmPeer).tag = uint64(req.peerID)
+		q := l.res.port.(*rdmPeer)
+		q.tag = uint64(req.peerID)
+		if q.own {
+			var name ofi.Address
+			name, err = q.lep.Name()
+			addr = name.String()
+		}
+	}
+	if err == nil {
 		err = l.setPeer(h)
 	}
 	if err == nil {
 		l.watchSetup(a.setupTimeout, &a.stats)
-		if err = p.sendHello(req.peer, &wire.RDMHello{Kind: wire.RDMAccept, From: l.res.port.(*rdmPeer).id, To: req.peerID,
+		if err = p.sendHello(req.peer, &wire.RDMHello{Kind: wire.RDMAccept, From: l.res.port.(*rdmPeer).id, To: req.peerID, Addr: addr,
 			Data: admit.SealAccept(l.cfg.key, l.hello(), h.Auth)}, l); err != nil {
 			l.forgetSetup()
 		}

@@ -52,6 +52,7 @@ func (d *Domain) OpenRDMCQ(size, contexts int) (*RDMCQ, error)         { return 
 func (d *Domain) OpenAV(info *Info, count int) (*AV, error)            { return nil, errUnsupported }
 func (v *AV) Insert(a Address) (FIAddr, error)                         { return 0, errUnsupported }
 func (v *AV) Lookup(addr FIAddr) (Address, error)                      { return Address{}, errUnsupported }
+func (v *AV) Remove(addr FIAddr) error                                 { return errUnsupported }
 func (v *AV) Close() error                                             { return nil }
 func (q *RDMCQ) waitable()                                             {}
 func (q *RDMCQ) HasFD() bool                                           { return false }

@@ -11,7 +11,9 @@ import (
 // accept's private data do on tcp; around it, what a connection manager
 // tells an endpoint of its own on MSG: who sent it (the dialer's address,
 // which RDM completions do not give), and which link of each side it is
-// for.
+// for. An accept may name the endpoint its link receives on, when that is
+// not the listener's own (shm gives each accepted link an endpoint of its
+// own: docs/rdm.md); the dialer's link sends there from then on.
 //
 //	0  "NRDM"
 //	4  kind (RDMRequest, RDMAccept, RDMReject)
@@ -20,7 +22,9 @@ import (
 //	13 the sender's doorbell window in µs (u32; RDMNoBell: none)
 //	17 the sender's network namespace (u64, its inode; 0: unknown)
 //	25 the sender's process (u64, drawn at random once per process)
-//	33 the length of the sender's address (u16; requests only)
+//	33 the length of the address (u16): the dialer's own in a request,
+//	   the accepted link's endpoint in an accept (0: the listener's), none
+//	   in a reject
 //	35 the address (as ofi.ParseAddress reads it), then the hello
 //
 // The doorbell: a peer whose queue no descriptor reports (shm) listens on
@@ -34,7 +38,7 @@ type RDMHello struct {
 	Bell     uint32 // the sender's doorbell window in µs, or RDMNoBell
 	NetNS    uint64 // the sender's network namespace
 	Proc     uint64 // the sender's process
-	Addr     string // the dialer's own address (requests)
+	Addr     string // the dialer's own address (requests), or the accepted link's endpoint (accepts, optional)
 	Data     []byte // the sealed hello, or a rejection's marker
 }
 
@@ -101,6 +105,8 @@ func ParseRDMHello(b []byte) (RDMHello, error) {
 		return RDMHello{}, fmt.Errorf("%w: set-up message from link %d", ErrProtocol, m.From)
 	case m.Kind == RDMRequest && (n == 0 || m.To != 0):
 		return RDMHello{}, fmt.Errorf("%w: a request without its address, or to a link", ErrProtocol)
+	case m.Kind == RDMReject && n != 0:
+		return RDMHello{}, fmt.Errorf("%w: a reject naming an address", ErrProtocol)
 	}
 	m.Addr = string(b[rdmHelloHeader : rdmHelloHeader+n])
 	m.Data = b[rdmHelloHeader+n:]

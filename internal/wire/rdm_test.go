@@ -12,6 +12,7 @@ func TestRDMHelloRoundTrip(t *testing.T) {
 	for _, m := range []RDMHello{
 		{Kind: RDMRequest, From: 1, Bell: 100, NetNS: 4026531840, Proc: 0x1234567890abcdef, Addr: "fi_shm://7227:0:0", Data: []byte("hello")},
 		{Kind: RDMAccept, From: RDMMaxID, To: 9, Bell: RDMNoBell, Data: []byte{}},
+		{Kind: RDMAccept, From: 5, To: 9, Proc: 7, Addr: "fi_shm://7227:0:3", Data: []byte("sealed")},
 		{Kind: RDMReject, From: 3, To: 4, Data: []byte{0xff}},
 	} {
 		b, err := m.Marshal(make([]byte, RDMHelloSize))
@@ -45,6 +46,7 @@ func TestRDMHelloRefused(t *testing.T) {
 		"request-to-link":  with(9, 1),
 		"address-overruns": with(33, 200),
 		"request-no-addr":  append(with(33, 0)[:33], 0, 0),
+		"reject-with-addr": with(4, RDMReject),
 	} {
 		if _, err := ParseRDMHello(b); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%s: %v, want ErrProtocol", name, err)
@@ -59,6 +61,8 @@ func TestRDMHelloRefused(t *testing.T) {
 // marshals back to them, or ErrProtocol; it never panics.
 func FuzzParseRDMHello(f *testing.F) {
 	b, _ := (&RDMHello{Kind: RDMRequest, From: 1, Addr: "fi_shm://1:0:0", Data: []byte("hello")}).Marshal(make([]byte, RDMHelloSize))
+	f.Add(b)
+	b, _ = (&RDMHello{Kind: RDMAccept, From: 2, To: 1, Addr: "fi_shm://1:0:4", Data: []byte("sealed")}).Marshal(make([]byte, RDMHelloSize))
 	f.Add(b)
 	f.Add([]byte("NRDM"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -1,0 +1,129 @@
+package netio
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/netio-go/netio/internal/wire"
+	"github.com/netio-go/netio/ofi"
+)
+
+// Link endpoints. shm (libfabric 1.17) completes an endpoint's sends
+// above its inject size in posting order, whoever they went to: its
+// response queue is one per endpoint, and a peer that is stopped or dead
+// never answers the one at its head. So on shm a Listener's or
+// Publisher's accepted link gets an endpoint of its own, bound to the
+// listening endpoint's queue and AV (shm's util queue progresses every
+// endpoint bound to it, so one fi_cq_read per round still serves them
+// all, and tokens still name the link). The accept names it
+// (wire.RDMHello.Addr) and the dialer sends there from then on. Set-up
+// messages and the doorbell stay the listening endpoint's. A released
+// link's endpoint closes if its peer is another process; otherwise it
+// rests for the next link (closing an shm endpoint whose peer is of the
+// same process crashed that peer's later sends, docs/rdm.md).
+
+// ownsLinkEndpoints reports whether links accepted on p get endpoints of
+// their own.
+func (p *rdmEndpoint) ownsLinkEndpoints() bool {
+	return p.network == "shm" && p.acceptor != nil
+}
+
+// openLinkEndpoint returns an endpoint for a new link on p: a spare one,
+// or a new one bound to p's queue and AV.
+func (p *rdmEndpoint) openLinkEndpoint() (*ofi.RDMEndpoint, error) {
+	if n := len(p.spare); n > 0 {
+		ep := p.spare[n-1]
+		p.spare = p.spare[:n-1]
+		return ep, nil
+	}
+	ep, err := p.dom.domain.OpenRDMEndpoint(p.info, p.cq, p.av)
+	if err != nil {
+		return nil, err
+	}
+	if p.linkEPs == nil {
+		p.linkEPs = map[*ofi.RDMEndpoint]bool{}
+	}
+	p.linkEPs[ep] = true
+	return ep, nil
+}
+
+// retireLinkEndpoint closes a released link's endpoint, or keeps it as a
+// spare when its peer was of this process.
+func (p *rdmEndpoint) retireLinkEndpoint(ep *ofi.RDMEndpoint, close bool) {
+	if !close {
+		p.spare = append(p.spare, ep)
+		return
+	}
+	delete(p.linkEPs, ep)
+	ep.Close()
+}
+
+// closeLinkEndpoints closes every link endpoint, before p's own: the
+// engine stops, no link is left.
+func (p *rdmEndpoint) closeLinkEndpoints() {
+	for ep := range p.linkEPs {
+		ep.Close()
+	}
+	p.linkEPs, p.spare = nil, nil
+}
+
+// insertPeer inserts addr into p's AV once: shm's AV counts every insert
+// of an address against its 256 peers, and a removal of one of them
+// unmaps the peer for all. With link, the address is a peer link's own
+// endpoint, counted until forgetPeer.
+func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error) {
+	key := addr.String()
+	e, ok := p.peers[key]
+	if !ok {
+		fi, err := p.av.Insert(addr)
+		if err != nil {
+			return fi, err
+		}
+		if p.peers == nil {
+			p.peers = map[string]*rdmPeerAddr{}
+		}
+		e = &rdmPeerAddr{fi: fi}
+		p.peers[key] = e
+	}
+	if link {
+		e.links++
+	}
+	return e.fi, nil
+}
+
+// rdmPeerAddr is an address in an endpoint's AV.
+type rdmPeerAddr struct {
+	fi    ofi.FIAddr
+	links int // links sending to it as a peer link's own endpoint
+}
+
+// forgetPeer removes a peer link's endpoint from p's AV once no link
+// sends there: its link is released with nothing in flight to it.
+func (p *rdmEndpoint) forgetPeer(fi ofi.FIAddr) {
+	for k, e := range p.peers {
+		if e.fi == fi && e.links > 0 {
+			if e.links--; e.links == 0 {
+				delete(p.peers, k)
+				p.av.Remove(fi)
+			}
+			return
+		}
+	}
+}
+
+// linkAddr checks the address an accept names for its link: it must be
+// an endpoint of the process the dialed listener's address names (shm
+// addresses are fi_shm://<pid>:<uid>:<index>), so that an accept cannot
+// point a link at anyone else.
+func linkAddr(network, dialed, named string) (ofi.Address, error) {
+	cut := func(a string) (string, bool) {
+		i := strings.LastIndexByte(a, ':')
+		return a[:max(i, 0)], i > len("fi_shm://")
+	}
+	d, ok1 := cut(dialed)
+	n, ok2 := cut(named)
+	if network != "shm" || !ok1 || !ok2 || d != n || !strings.HasPrefix(named, "fi_shm://") {
+		return ofi.Address{}, fmt.Errorf("%w: an accept naming %q as its link's endpoint, dialing %q", wire.ErrProtocol, named, dialed)
+	}
+	return ofi.ParseAddress(named)
+}
