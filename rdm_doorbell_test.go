@@ -68,7 +68,7 @@ func TestRDMShmMessageWakesSleepingPeer(t *testing.T) {
 					if time.Now().After(deadline) {
 						childFatal("the reader or the reactor never slept: %+v", netio.ReactorStats())
 					}
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // polling pace, as eventually (the child has no testing.T)
 				}
 				os.Stdout.WriteString("ASLEEP\n")
 			}
