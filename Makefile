@@ -35,6 +35,8 @@ demo: deps
 # children across processes) run again on the reliable-datagram providers (links on RDM
 # endpoints), about 30 s each.
 RDM_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscribeNotAPublisher|TestSubscriptionsShareAConnection|TestSubscriptionGrowsAndCloses|TestPublishCancelledContext|TestPublishPartial|TestPublisherEventsAndEnd|TestPublisherCloseUnblocksPublish|TestPublisherDeliveredKeepsLeftSubscribers|TestPubSubDropPolicies|TestPubSubStuckSubscriberHoldsOnlyItsTag|TestPubSubSlowSubscriberCutLoose|TestPublisherShutdownSlowReader|TestKeyPubSub|TestPublisherMaxConns|TestMaxTags)$$
+# On shm only: peers in other processes stopped, killed, and 300 subscriptions come and go.
+SHM_TESTS := ^(TestHeartbeatStoppedSubscriber|TestPubSubSubscriberKilled|TestPubSubSubscriberChurnShm)$$
 SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestPublisherDeliveredKeepsLeftSubscribers)$$
 
 test: deps
@@ -48,6 +50,7 @@ test: deps
 	[ $$plain -eq 0 ] && [ $$profiled -eq 0 ]
 	go test -count=1 -run 'Allocs$$' .
 	NETIO_TEST_PROVIDER=shm go test -race -count=1 -timeout 5m -run '$(RDM_TESTS)' .
+	NETIO_TEST_PROVIDER=shm go test -race -count=1 -timeout 5m -run '$(SHM_TESTS)' .
 	NETIO_TEST_PROVIDER='tcp;ofi_rxm' go test -race -count=1 -timeout 5m -run '$(RDM_TESTS)' .
 	$(MAKE) --no-print-directory test-portable
 	$(MAKE) --no-print-directory test-hosts
