@@ -54,13 +54,3 @@ func ownConnListenAddr() string {
 	}
 	return "0.0.0.0:0"
 }
-
-// skipOnShmStopHang skips, on shm, the test that stops a subscriber
-// process while its publisher keeps sending: under load the subscriber
-// could reconnect after SIGCONT and miss the marker for good (docs/rdm.md).
-func skipOnShmStopHang(t testing.TB) {
-	t.Helper()
-	if testNetwork == "shm" {
-		t.Skip("not on shm: under load the stopped subscriber may reconnect after SIGCONT and miss the marker (docs/rdm.md)")
-	}
-}

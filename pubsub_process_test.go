@@ -494,7 +494,6 @@ func TestPubSubDropPolicies(t *testing.T) {
 // it finds missing once it runs again, while a Block subscriber beside it
 // loses nothing.
 func TestPubSubStoppedSubscriberDrops(t *testing.T) {
-	skipOnShmStopHang(t)
 	const tags, messages = 10, 200_000
 	// The publisher does not check for silent subscribers, nor cut slow
 	// ones loose: on a slow machine the stop may outlast a heartbeat
