@@ -35,8 +35,9 @@ demo: deps
 # children across processes) run again on the reliable-datagram providers (links on RDM
 # endpoints), about 30 s each.
 RDM_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscribeNotAPublisher|TestSubscriptionsShareAConnection|TestSubscriptionGrowsAndCloses|TestPublishCancelledContext|TestPublishPartial|TestPublisherEventsAndEnd|TestPublisherCloseUnblocksPublish|TestPublisherDeliveredKeepsLeftSubscribers|TestPubSubDropPolicies|TestPubSubStuckSubscriberHoldsOnlyItsTag|TestPubSubSlowSubscriberCutLoose|TestPublisherShutdownSlowReader|TestKeyPubSub|TestPublisherMaxConns|TestMaxTags)$$
-# On shm only: peers in other processes stopped, killed, and 300 subscriptions come and go.
-SHM_TESTS := ^(TestHeartbeatStoppedSubscriber|TestPubSubSubscriberKilled|TestPubSubSubscriberChurnShm)$$
+# On shm: subscriber processes stopped (heartbeats; drops while stopped), killed, and 300
+# subscriptions from another process coming and going.
+SHM_TESTS := ^(TestHeartbeatStoppedSubscriber|TestPubSubSubscriberKilled|TestPubSubSubscriberChurnShm|TestPubSubStoppedSubscriberDrops)$$
 SOCKETS_TESTS := ^(TestNetConn|TestHTTP|TestEcho|TestLargeMessage.*|TestBuffered(ManyMessages|FullPages|LargeMessages|NextMessageHolds|FlushAndIdle|CloseSendsPage)|TestPublishSubscribe|TestPublishLargeMessages|TestSubscriptionsShareAConnection|TestPublisherDeliveredKeepsLeftSubscribers)$$
 
 test: deps

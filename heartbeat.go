@@ -73,6 +73,7 @@ type heartbeat struct {
 	checked time.Time     // the last send check
 	send    timed         // the next send check
 	check   timed         // when the peer is overdue unless heard
+	second  bool          // the check was put off for the endpoint's read (onBeatCheck)
 }
 
 // startBeat starts the heartbeats of a link that has just come up. On the
@@ -233,11 +234,20 @@ func (l *link) onBeatCheck(now time.Time) {
 		if !hb.watched {
 			return // pollCQ ended it
 		}
+		if _, rdm := l.res.port.(*rdmPeer); rdm && !hb.second && now.Sub(hb.heardAt) >= hb.timeout {
+			// pollCQ reads nothing here: an RDM link's messages are the
+			// endpoint's to read, in its Poll, which follows in this round
+			// (a process resumed after a stop has them waiting).
+			hb.second = true
+			l.eng.clock.at(&hb.check, now.Add(minBeatInterval))
+			return
+		}
 		if now.Sub(hb.heardAt) >= hb.timeout {
 			l.fail(peerTimeout(hb.timeout))
 			return
 		}
 	}
+	hb.second = false
 	l.eng.clock.at(&hb.check, hb.heardAt.Add(hb.timeout))
 }
 

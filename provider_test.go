@@ -54,14 +54,3 @@ func ownConnListenAddr() string {
 	}
 	return "0.0.0.0:0"
 }
-
-// skipOnShmStopHang skips, on shm, the test that stops a subscriber
-// process while its publisher keeps sending: after SIGCONT the subscriber
-// never got the next message in about one run of ten under load, both
-// reactors asleep (docs/rdm.md); not found yet.
-func skipOnShmStopHang(t testing.TB) {
-	t.Helper()
-	if testNetwork == "shm" {
-		t.Skip("not on shm: after SIGCONT the stopped subscriber waits for good in about one run of ten under load (docs/rdm.md)")
-	}
-}
