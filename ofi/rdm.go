@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"unsafe"
 )
 
@@ -133,6 +134,23 @@ func (d *Domain) OpenRDMEndpoint(info *Info, cq *RDMCQ, av *AV) (*RDMEndpoint, e
 	if !info.ReliableDatagram() {
 		return nil, fmt.Errorf("ofi: OpenRDMEndpoint with an entry that is not FI_EP_RDM")
 	}
+	e, err := d.openRDMEndpoint(info, cq, av)
+	// shm names an endpoint's region <pid>:<uid>:<index>. A process killed
+	// before it closed its endpoints leaves their regions in /dev/shm; one
+	// whose pid comes round again finds its name taken by a region whose
+	// owner (its own pid) is alive, and fi_enable fails with EBUSY after
+	// removing it. The next index is free, or taken the same way.
+	for tries := 0; err != nil && errors.Is(err, syscall.EBUSY) && info.Provider() == "shm" && tries < staleShmRetries; tries++ {
+		e, err = d.openRDMEndpoint(info, cq, av)
+	}
+	return e, err
+}
+
+// staleShmRetries bounds the endpoints OpenRDMEndpoint opens again over
+// regions a dead process of the same pid left.
+const staleShmRetries = 64
+
+func (d *Domain) openRDMEndpoint(info *Info, cq *RDMCQ, av *AV) (*RDMEndpoint, error) {
 	e := &RDMEndpoint{cq: cq, av: av, format: info.AddrFormat(), mrEndpoint: info.EndpointRegistration()}
 	if err := check("fi_endpoint", C.netio_endpoint(d.c, info.c, &e.c, 0)); err != nil {
 		return nil, err

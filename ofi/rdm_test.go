@@ -729,3 +729,37 @@ func FuzzParseAddress(f *testing.F) {
 		}
 	})
 }
+
+// TestRDMShmStaleRegions: regions a killed process of the same pid left
+// under the names of this process's next shm endpoints do not stop it
+// from opening one (libfabric removes each and fails with EBUSY).
+func TestRDMShmStaleRegions(t *testing.T) {
+	a := openRDM(t, rdmProviders[0], 64)
+	s := a.name.String() // fi_shm://<pid>:<uid>:<index>
+	i := strings.LastIndexByte(s, ':')
+	idx, err := strconv.Atoi(s[i+1:])
+	if !strings.HasPrefix(s, "fi_shm://") || err != nil {
+		t.Fatalf("shm address %q is not fi_shm://<pid>:<uid>:<index>", s)
+	}
+	prefix := "/dev/shm/" + strings.TrimPrefix(s[:i], "fi_shm://") + ":"
+	const stale = 5
+	for k := idx + 1; k <= idx+stale; k++ {
+		// A region of a version no shm has: what libfabric finds and
+		// cannot take over, as it cannot one whose owner (this pid) lives.
+		name := prefix + strconv.Itoa(k)
+		if err := os.WriteFile(name, make([]byte, 4096), 0o600); err != nil {
+			t.Skipf("cannot write %s: %v", name, err)
+		}
+		t.Cleanup(func() { os.Remove(name) })
+	}
+	b := openRDM(t, rdmProviders[0], 64)
+	s = b.name.String()
+	if got, err := strconv.Atoi(s[strings.LastIndexByte(s, ':')+1:]); err != nil || got != idx+stale+1 {
+		t.Errorf("endpoint opened as %q, want index %d after the stale ones", s, idx+stale+1)
+	}
+	for k := idx + 1; k <= idx+stale; k++ {
+		if _, err := os.Stat(prefix + strconv.Itoa(k)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale region %s%d still there: %v", prefix, k, err)
+		}
+	}
+}
