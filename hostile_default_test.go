@@ -205,8 +205,10 @@ func TestHeaderOnlyClients(t *testing.T) {
 	roundTrips(t, c, 200)
 	c2, s2 := dialAccept(t, ln)
 	echo(t, c2, s2, []byte("a new connection among the held ones"))
-	if st := ln.Stats(); st.PendingRequests != clients || st.Incomplete != 0 {
-		t.Fatalf("listener stats %+v: want all %d still waiting", st, clients)
+	// Each held client is still waiting or, on a machine slow enough that
+	// ConnectTimeout has passed, given up as incomplete: none accepted.
+	if st := ln.Stats(); uint64(st.PendingRequests)+st.Incomplete != clients || st.Accepted != 2 {
+		t.Fatalf("listener stats %+v: want all %d waiting or incomplete, 2 accepted", st, clients)
 	}
 	// At ConnectTimeout they are reset: the listener holds nothing for them.
 	for i, h := range held {
