@@ -68,6 +68,10 @@ type driven interface {
 	queue() (*fabricRes, *ofi.CQ)
 	// setDirty marks the link as in the busy list, returning the old mark.
 	setDirty(bool) bool
+	// onlyBeats reports whether all the link did since it joined the busy
+	// list was to receive heartbeats: no answer follows those, so it
+	// need not stay polled (pruneQuiet).
+	onlyBeats() bool
 	// settled reports whether the link has no send in flight, nothing
 	// written that is not posted and no work left for postDeferred: only
 	// such a link leaves the busy list before the reactor sleeps, since
@@ -431,6 +435,11 @@ func (e *engine) worked(i int, d driven) {
 // wait on a busy link, so that such a link stays polled.
 const quietRounds = 64
 
+// beatQuietRounds is quietRounds for a link that only received
+// heartbeats: beside a thousand idle connections a few join the list
+// every round trip, and each round reads every listed queue.
+const beatQuietRounds = 2
+
 // pruneQuiet takes out of the busy list the settled links quiet for
 // quietRounds whose queue fi_trywait alone finds empty (and arms): their
 // descriptor brings them back. Without it the list holds every link that
@@ -440,7 +449,7 @@ const quietRounds = 64
 func (e *engine) pruneQuiet() {
 	kept := 0
 	for _, b := range e.dirty {
-		if b.quiet < quietRounds {
+		if b.quiet < quietRounds && (b.quiet < beatQuietRounds || !b.d.onlyBeats()) {
 			b.quiet++
 		} else if f, cq := b.d.queue(); cq != nil && b.d.settled() {
 			e.one.Reset()

@@ -11,6 +11,7 @@ type busyFake struct {
 	dirty   bool
 	onPoll  func() bool // the turn's completions; true: it did work
 	settles bool
+	beats   bool // all it did was receive heartbeats
 }
 
 func (f *busyFake) pollCQ() bool {
@@ -25,6 +26,7 @@ func (f *busyFake) postWritten() bool            { return false }
 func (f *busyFake) queue() (*fabricRes, *ofi.CQ) { return nil, nil }
 func (f *busyFake) setDirty(d bool) bool         { was := f.dirty; f.dirty = d; return was }
 func (f *busyFake) settled() bool                { return f.settles }
+func (f *busyFake) onlyBeats() bool              { return f.beats }
 
 // quietOf is d's count of quiet rounds in e's busy list, or -1.
 func quietOf(e *engine, d driven) int {
@@ -63,5 +65,26 @@ func TestEngineQuietCountFollowsLinks(t *testing.T) {
 	}
 	if q := quietOf(e, c); q != 11 {
 		t.Errorf("link that did nothing: quiet %d, want 11", q)
+	}
+}
+
+// A link that only received heartbeats is tried for pruning after
+// beatQuietRounds, one that did anything else only after quietRounds: no
+// answer follows a heartbeat.
+func TestEngineBeatOnlyLinkLeavesEarly(t *testing.T) {
+	e := &engine{}
+	beat, work := &busyFake{beats: true, settles: true}, &busyFake{settles: true}
+	e.markDirty(beat)
+	e.markDirty(work)
+	for range beatQuietRounds + 1 {
+		e.Poll()
+	}
+	// The fakes have no queue to arm, so a link tried stays listed and
+	// its count stops where it was tried.
+	if q := quietOf(e, beat); q != beatQuietRounds {
+		t.Errorf("beat-only link: quiet %d after %d rounds, want %d (tried)", q, beatQuietRounds+1, beatQuietRounds)
+	}
+	if q := quietOf(e, work); q != beatQuietRounds+1 {
+		t.Errorf("working link: quiet %d, want %d", q, beatQuietRounds+1)
 	}
 }

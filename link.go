@@ -43,8 +43,11 @@ type link struct {
 	scheduled atomic.Bool // kick queued a task
 
 	// Reactor only.
-	res         linkResources
-	dirty       bool
+	res   linkResources
+	dirty bool
+	// worked: something besides heartbeats happened since the link
+	// joined the engine's busy list (engine.pruneQuiet).
+	worked      bool
 	txPosted    uint64           // sends posted; txPosted-tx.done are in flight
 	txInFlight  int              // bytes of data sends posted and not completed
 	txCompleted []bool           // per send buffer: completed out of order

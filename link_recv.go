@@ -98,8 +98,10 @@ func (l *link) complete(token, n uint64) bool {
 		l.onRecv(slot, n)
 		return true
 	case tokSend:
+		l.worked = true
 		l.onSent(slot)
 	case tokCtl:
+		l.worked = true
 		l.res.ctl.done(slot)
 	}
 	return false
@@ -138,7 +140,17 @@ func (l *link) queue() (*fabricRes, *ofi.CQ) { return l.res.fab, l.res.cq }
 
 // setDirty sets the mark that l is in the engine's busy list and returns
 // the old one.
-func (l *link) setDirty(d bool) bool { was := l.dirty; l.dirty = d; return was }
+func (l *link) setDirty(d bool) bool {
+	was := l.dirty
+	l.dirty = d
+	if !d {
+		l.worked = false
+	}
+	return was
+}
+
+// onlyBeats: see driven.
+func (l *link) onlyBeats() bool { return !l.worked }
 
 // settled: see driven. A send in flight may be one the provider still
 // holds; deferred work (postLater) is done only in the engine's rounds.
@@ -216,6 +228,9 @@ func (l *link) onRecv(slot uint32, n uint64) {
 	if err := l.credit.Give(h.Credits); err != nil {
 		l.fail(err)
 		return
+	}
+	if h.Kind != wire.KindHeartbeat {
+		l.worked = true
 	}
 	switch {
 	case wire.DataKind(h.Kind):

@@ -123,6 +123,7 @@ func (l *link) gatherData(segs []ofi.Segment) ([]ofi.Segment, []byte) {
 		segs = append(segs, ofi.Segment{Offset: uint64(slot * l.tx.bufSize), Len: uint64(l.tx.lens[slot]), Token: tokSend | uint64(slot)})
 		l.txPosted++
 		l.txInFlight += int(l.tx.lens[slot])
+		l.worked = true
 		if st != lentNone {
 			tail := l.tx.tails[slot]
 			segs[0].Len -= uint64(len(tail)) // the header part, in the buffer
