@@ -104,8 +104,9 @@ type eqTarget interface {
 // when the last Listener or Conn is released, so that an idle process
 // keeps no thread, fd or memory of netio's.
 var engines struct {
-	mu sync.Mutex
-	e  *engine
+	mu       sync.Mutex
+	e        *engine
+	stopping chan struct{} // closed when the last engine released has stopped
 }
 
 // reactorSpin is how long the reactor polls after activity before it
@@ -142,9 +143,20 @@ func sparesCores() bool {
 // it long to show that a sleeping shm peer is woken by its doorbell.
 var engineIdlePoll time.Duration
 
+// acquireEngine returns the process's engine, starting one if there is
+// none. A new one starts only once the last one has stopped: its shm
+// endpoints are closed by then, so that this process's addresses a new
+// endpoint inserts are either open or refused (ofi.AV.Insert), never
+// closed later under it. Never on a reactor thread.
 func acquireEngine() (*engine, error) {
 	engines.mu.Lock()
 	defer engines.mu.Unlock()
+	for engines.e == nil && engines.stopping != nil {
+		stopping := engines.stopping
+		engines.mu.Unlock()
+		<-stopping
+		engines.mu.Lock()
+	}
 	if engines.e == nil {
 		e := &engine{fabrics: map[string]*fabricRes{}, targets: map[uint64]eqTarget{}}
 		e.idleTick.Value = e.onIdleTick
@@ -207,7 +219,17 @@ func (e *engine) release() {
 		return
 	}
 	engines.e = nil
+	stopped := make(chan struct{})
+	engines.stopping = stopped
 	go func() {
+		defer func() {
+			engines.mu.Lock()
+			if engines.stopping == stopped {
+				engines.stopping = nil
+			}
+			engines.mu.Unlock()
+			close(stopped)
+		}()
 		e.r.Call(func() {
 			e.clock.close()
 			for _, f := range e.fabrics {

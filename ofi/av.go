@@ -168,7 +168,8 @@ func (d *Domain) OpenAV(info *Info, count int) (*AV, error) {
 
 // Insert adds a peer's address and returns its FIAddr. An address of
 // another format than the provider's is refused before the provider reads
-// it: a peer's hello is network input.
+// it: a peer's hello is network input. So is an shm address of this
+// process that names no open endpoint (ECONNREFUSED; shmLocal says why).
 func (v *AV) Insert(a Address) (FIAddr, error) {
 	if v.c == nil {
 		return AddrNotAvail, &Error{Op: "fi_av_insert", Err: EBADF}
@@ -178,6 +179,9 @@ func (v *AV) Insert(a Address) (FIAddr, error) {
 	}
 	if err := a.check(); err != nil {
 		return AddrNotAvail, err
+	}
+	if shmClosedLocal(a) {
+		return AddrNotAvail, &Error{Op: "fi_av_insert", Err: ECONNREFUSED}
 	}
 	b := C.CBytes([]byte(a.raw))
 	defer C.free(b)

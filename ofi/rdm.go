@@ -126,6 +126,7 @@ type RDMEndpoint struct {
 	av         *AV
 	format     AddrFormat
 	mrEndpoint bool
+	shmName    Address // on shm: the name shmLocal holds while it is open
 }
 
 // OpenRDMEndpoint opens an endpoint of info (from GetRDMInfo), binds it to
@@ -165,6 +166,13 @@ func (d *Domain) openRDMEndpoint(info *Info, cq *RDMCQ, av *AV) (*RDMEndpoint, e
 	if err != nil {
 		C.netio_close(&e.c.fid)
 		return nil, err
+	}
+	if info.Provider() == "shm" {
+		if e.shmName, err = e.Name(); err != nil {
+			C.netio_close(&e.c.fid)
+			return nil, err
+		}
+		shmOpened(e.shmName)
 	}
 	return e, nil
 }
@@ -281,6 +289,9 @@ func (e *RDMEndpoint) InFlight() int {
 func (e *RDMEndpoint) Close() error {
 	if e.c == nil {
 		return nil
+	}
+	if e.shmName.raw != "" {
+		shmClosed(e.shmName)
 	}
 	err := check("fi_close(ep)", C.netio_close(&e.c.fid))
 	C.netio_rdm_orphan(e.cq.arena, e.c)
