@@ -561,6 +561,16 @@ func churnSubscriberChild() {
 			return
 		}
 		s.Close()
+		// The engine stops with its last subscription: the next round dials
+		// from a new endpoint, which the publisher's AV holds as a new peer.
+		deadline := time.Now().Add(hangTimeout)
+		for names, _ := filepath.Glob(fmt.Sprintf("/dev/shm/%d:*", os.Getpid())); len(names) > 0; names, _ = filepath.Glob(fmt.Sprintf("/dev/shm/%d:*", os.Getpid())) {
+			if time.Now().After(deadline) {
+				fmt.Printf("DONE failed at %d: the subscriber's endpoints not closed: %v\n", i, names)
+				return
+			}
+			time.Sleep(time.Millisecond) // polling pace
+		}
 	}
 	fmt.Println("DONE ok")
 }
@@ -568,8 +578,10 @@ func churnSubscriberChild() {
 // Subscribers of another process that come and go leave nothing behind at
 // the publisher: on shm each had an endpoint of its own there (docs/rdm.md),
 // closed with its link, so the process's shm regions (/dev/shm/<pid>:...)
-// come back to what they were; and the subscriber's side, which adds each
-// link's endpoint to its AV, stays within shm's 256 peers over 300 of them.
+// come back to what they were; the publisher's AV, which holds each
+// subscriber's endpoint, stays within shm's 256 peers over 300 endpoints
+// (each round dials from a new one); and so does the subscriber's side,
+// which adds each link's endpoint to its AV.
 func TestPubSubSubscriberChurnShm(t *testing.T) {
 	if testNetwork != "shm" {
 		t.Skip("counts shm's regions")

@@ -49,12 +49,13 @@ type rdmEndpoint struct {
 	// The set-up window: rdmHelloSlots untagged receives, then as many
 	// buffers to send from.
 	hello     *ofi.Region
-	helloBusy [rdmHelloSlots]bool      // send buffers in flight
-	helloOut  []rdmHelloSend           // sends the provider refused for now (EAGAIN)
-	refused   []ofi.FIAddr             // peers refused in this flush: their later sends wait
-	stallTurn int                      // which of them rings
-	seg       [1]ofi.RDMSegment        // one set-up operation
-	cqBuf     [64]ofi.TaggedCompletion // completions of one read
+	helloBusy [rdmHelloSlots]bool       // send buffers in flight
+	helloTo   [rdmHelloSlots]ofi.FIAddr // and the peer each goes to
+	helloOut  []rdmHelloSend            // sends the provider refused for now (EAGAIN)
+	refused   []ofi.FIAddr              // peers refused in this flush: their later sends wait
+	stallTurn int                       // which of them rings
+	seg       [1]ofi.RDMSegment         // one set-up operation
+	cqBuf     [64]ofi.TaggedCompletion  // completions of one read
 
 	links   map[uint32]*link
 	retired map[uint32]*rdmRetired
@@ -72,6 +73,7 @@ type rdmEndpoint struct {
 	linkEPs map[*ofi.RDMEndpoint]bool // open, the link's or spare
 	spare   []*ofi.RDMEndpoint        // rested after a link of this process: taken again first
 	peers   map[string]*rdmPeerAddr   // addresses inserted, each once (shm counts every insert)
+	sweepAt int                       // len(peers) at which insertPeer next looks for gone peers
 
 	acceptor *acceptor // a Listener's or Publisher's; nil for a dialer's endpoint
 	refs     int       // its opener's (a Listener, or a Dial until its link holds it), and one per link
@@ -239,6 +241,7 @@ func (p *rdmEndpoint) sendHello(peer ofi.FIAddr, m *wire.RDMHello, open *link) e
 		return err
 	}
 	p.helloBusy[slot] = true
+	p.helloTo[slot] = peer
 	p.helloOut = append(p.helloOut, rdmHelloSend{slot: slot, n: len(b), peer: peer, open: open, giveUp: time.Now().Add(p.patience())})
 	p.flushHellos()
 	return nil

@@ -184,6 +184,8 @@ func (p *rdmPeer) release(l *link) {
 	inFlight := l.txPosted != l.tx.done.Load() || !res.ctl.idle()
 	if p.peerLink && !inFlight {
 		p.ep.forgetPeer(p.peer) // with sends in flight shm still reads its entry
+	} else if inFlight {
+		p.ep.pinPeer(p.peer)
 	}
 	if !l.rx.held.Load() { // else releaseResources keeps it for the messages still held
 		keep = append(keep, res.rxRegion)

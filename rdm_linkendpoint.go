@@ -1,11 +1,16 @@
 package netio
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/netio-go/netio/internal/wire"
 	"github.com/netio-go/netio/ofi"
+	"golang.org/x/sys/unix"
 )
 
 // Link endpoints. shm (libfabric 1.17) completes an endpoint's sends
@@ -70,11 +75,16 @@ func (p *rdmEndpoint) closeLinkEndpoints() {
 // insertPeer inserts addr into p's AV once: shm's AV counts every insert
 // of an address against its 256 peers, and a removal of one of them
 // unmaps the peer for all. With link, the address is a peer link's own
-// endpoint, counted until forgetPeer.
+// endpoint, counted until forgetPeer. Other addresses (dialers at a
+// listener, listeners at the dialers' endpoint) stay until sweepPeers
+// finds their endpoint gone.
 func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error) {
 	key := addr.String()
 	e, ok := p.peers[key]
 	if !ok {
+		if len(p.peers) >= max(p.sweepAt, peerSweepMin) {
+			p.sweepPeers()
+		}
 		fi, err := p.av.Insert(addr)
 		if err != nil {
 			return fi, err
@@ -93,8 +103,9 @@ func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error
 
 // rdmPeerAddr is an address in an endpoint's AV.
 type rdmPeerAddr struct {
-	fi    ofi.FIAddr
-	links int // links sending to it as a peer link's own endpoint
+	fi     ofi.FIAddr
+	links  int  // links sending to it as a peer link's own endpoint
+	pinned bool // a link was released with sends to it in flight: the provider may still read it
 }
 
 // forgetPeer removes a peer link's endpoint from p's AV once no link
@@ -109,6 +120,68 @@ func (p *rdmEndpoint) forgetPeer(fi ofi.FIAddr) {
 			return
 		}
 	}
+}
+
+// pinPeer keeps fi in the AV for as long as the endpoint lives: a link
+// was released with sends to it that may never complete.
+func (p *rdmEndpoint) pinPeer(fi ofi.FIAddr) {
+	for _, e := range p.peers {
+		if e.fi == fi {
+			e.pinned = true
+			return
+		}
+	}
+}
+
+// peerSweepMin is the number of addresses in an shm endpoint's AV (which
+// holds 256) from which an insert first removes the addresses of
+// endpoints that are gone.
+const peerSweepMin = 128
+
+// sweepPeers removes from p's AV the shm addresses that no link or
+// set-up message uses and whose endpoint is gone: a listener accepts
+// dialers from processes that come and go, and each would otherwise keep
+// one of the AV's 256 places. Only a gone endpoint is removed: shm (1.17)
+// does not tell a live peer that it was removed, and that peer's next
+// message would name a place that is empty or another's.
+func (p *rdmEndpoint) sweepPeers() {
+	if p.network != "shm" {
+		return
+	}
+	used := map[ofi.FIAddr]bool{}
+	for _, l := range p.links {
+		if q, ok := l.res.port.(*rdmPeer); ok {
+			used[q.peer] = true
+		}
+	}
+	for slot, busy := range p.helloBusy {
+		if busy {
+			used[p.helloTo[slot]] = true
+		}
+	}
+	for k, e := range p.peers {
+		if e.links == 0 && !e.pinned && !used[e.fi] && shmEndpointGone(k) {
+			delete(p.peers, k)
+			p.av.Remove(e.fi)
+		}
+	}
+	p.sweepAt = len(p.peers) + peerSweepMin/4
+}
+
+// shmEndpointGone reports whether the shm endpoint at address
+// (fi_shm://<pid>:<uid>:<index>) is gone: closed (shm removes
+// /dev/shm/<pid>:<uid>:<index>) or its process dead.
+func shmEndpointGone(address string) bool {
+	name := strings.TrimSuffix(strings.TrimPrefix(address, "fi_shm://"), "\x00")
+	pid, _, ok := strings.Cut(name, ":")
+	if !ok || name == address || strings.ContainsRune(name, '/') {
+		return false
+	}
+	if _, err := os.Stat("/dev/shm/" + name); errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	n, err := strconv.Atoi(pid)
+	return err == nil && n > 0 && unix.Kill(n, 0) == unix.ESRCH
 }
 
 // linkAddr checks the address an accept names for its link: it must be
