@@ -154,6 +154,7 @@ func ParseAddress(s string) (Address, error) {
 type AV struct {
 	c      *C.struct_fid_av
 	format AddrFormat
+	guards []*shmPeerGuard // by FIAddr: shm peers of other processes (shmguard.go)
 }
 
 // OpenAV opens an address vector on d for about count peers (it grows
@@ -193,6 +194,9 @@ func (v *AV) Insert(a Address) (FIAddr, error) {
 	if n != 1 {
 		return AddrNotAvail, &Error{Op: "fi_av_insert", Err: Errno(C.FI_EADDRNOTAVAIL)}
 	}
+	if a.format == AddrFormatStr && strings.HasPrefix(a.raw, "fi_shm://") {
+		v.watch(a, FIAddr(out))
+	}
 	return FIAddr(out), nil
 }
 
@@ -221,6 +225,7 @@ func (v *AV) Remove(addr FIAddr) error {
 	if v.c == nil {
 		return &Error{Op: "fi_av_remove", Err: EBADF}
 	}
+	v.unwatch(addr)
 	return check("fi_av_remove", C.netio_av_remove(v.c, C.fi_addr_t(addr)))
 }
 
@@ -259,5 +264,11 @@ func (v *AV) Close() error {
 	}
 	err := check("fi_av_close", C.netio_close(&v.c.fid))
 	v.c = nil
+	for _, g := range v.guards {
+		if g != nil {
+			g.close()
+		}
+	}
+	v.guards = nil
 	return err
 }

@@ -18,3 +18,7 @@ func UseProfile(name string) (restore func()) {
 // SwapDescriptors gives a and b each other's memory descriptor: a post
 // from either then names the other's region.
 func SwapDescriptors(a, b *Region) { a.desc, b.desc = b.desc, a.desc }
+
+// HoldShmLock takes the spin lock of this process's shm region a and
+// keeps it, as a process killed while reading its queue leaves it.
+func HoldShmLock(a Address) error { return holdShmLock(a) }

@@ -252,6 +252,11 @@ func (e *RDMEndpoint) post(op C.int, name string, r *Region, segs []RDMSegment, 
 			return 0, fmt.Errorf("ofi: segment [%d, +%d) outside a region of %d bytes", s.Offset, s.Len, size)
 		}
 	}
+	if (op == C.NETIO_OP_SEND || op == C.NETIO_OP_TSEND) && e.av != nil && len(e.av.guards) > 0 {
+		if err := e.av.checkPeers(name, segs); err != nil {
+			return 0, err
+		}
+	}
 	res := C.netio_rdm_post(e.c, e.cq.arena, op, (*C.char)(unsafe.Pointer(&r.mem[0])), r.desc,
 		(*C.netio_rdm_segment)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), C.uint64_t(max(inject, 0)))
 	return int(res.posted), checkSize(name, res.ret)
