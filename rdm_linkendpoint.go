@@ -169,19 +169,36 @@ func (p *rdmEndpoint) sweepPeers() {
 }
 
 // shmEndpointGone reports whether the shm endpoint at address
-// (fi_shm://<pid>:<uid>:<index>) is gone: closed (shm removes
-// /dev/shm/<pid>:<uid>:<index>) or its process dead.
+// (fi_shm://<pid>:<uid>:<index>) is gone: its process dead, or its region
+// removed from /dev/shm and no longer mapped by its process (closed). A
+// region removed but still mapped is an endpoint that lives on: shm
+// removes every region of a process that gets SIGINT or SIGTERM, and the
+// process may go on sending.
 func shmEndpointGone(address string) bool {
 	name := strings.TrimSuffix(strings.TrimPrefix(address, "fi_shm://"), "\x00")
-	pid, _, ok := strings.Cut(name, ":")
-	if !ok || name == address || strings.ContainsRune(name, '/') {
+	pidText, _, ok := strings.Cut(name, ":")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || name == address || strings.ContainsRune(name, '/') || err != nil || pid <= 0 {
 		return false
 	}
-	if _, err := os.Stat("/dev/shm/" + name); errors.Is(err, fs.ErrNotExist) {
+	if unix.Kill(pid, 0) == unix.ESRCH {
 		return true
 	}
-	n, err := strconv.Atoi(pid)
-	return err == nil && n > 0 && unix.Kill(n, 0) == unix.ESRCH
+	if _, err := os.Stat("/dev/shm/" + name); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	maps, err := os.ReadFile("/proc/" + pidText + "/maps")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) // the process went meanwhile
+	}
+	region := "/dev/shm/" + name
+	for line := range strings.SplitSeq(string(maps), "\n") {
+		line = strings.TrimSuffix(line, " (deleted)")
+		if strings.HasSuffix(line, " "+region) {
+			return false
+		}
+	}
+	return true
 }
 
 // linkAddr checks the address an accept names for its link: it must be
