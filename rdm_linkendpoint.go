@@ -92,7 +92,7 @@ func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error
 		if p.peers == nil {
 			p.peers = map[string]*rdmPeerAddr{}
 		}
-		e = &rdmPeerAddr{fi: fi}
+		e = &rdmPeerAddr{fi: fi, addr: addr}
 		p.peers[key] = e
 	}
 	if link {
@@ -104,6 +104,7 @@ func (p *rdmEndpoint) insertPeer(addr ofi.Address, link bool) (ofi.FIAddr, error
 // rdmPeerAddr is an address in an endpoint's AV.
 type rdmPeerAddr struct {
 	fi     ofi.FIAddr
+	addr   ofi.Address
 	links  int  // links sending to it as a peer link's own endpoint
 	pinned bool // a link was released with sends to it in flight: the provider may still read it
 }
@@ -160,7 +161,7 @@ func (p *rdmEndpoint) sweepPeers() {
 		}
 	}
 	for k, e := range p.peers {
-		if e.links == 0 && !e.pinned && !used[e.fi] && shmEndpointGone(k) {
+		if e.links == 0 && !e.pinned && !used[e.fi] && shmEndpointGone(e.addr) {
 			delete(p.peers, k)
 			p.av.Remove(e.fi)
 		}
@@ -168,17 +169,14 @@ func (p *rdmEndpoint) sweepPeers() {
 	p.sweepAt = len(p.peers) + peerSweepMin/4
 }
 
-// shmEndpointGone reports whether the shm endpoint at address
-// (fi_shm://<pid>:<uid>:<index>) is gone: its process dead, or its region
+// shmEndpointGone reports whether the shm endpoint at a is gone: its process dead, or its region
 // removed from /dev/shm and no longer mapped by its process (closed). A
 // region removed but still mapped is an endpoint that lives on: shm
 // removes every region of a process that gets SIGINT or SIGTERM, and the
 // process may go on sending.
-func shmEndpointGone(address string) bool {
-	name := strings.TrimSuffix(strings.TrimPrefix(address, "fi_shm://"), "\x00")
-	pidText, _, ok := strings.Cut(name, ":")
-	pid, err := strconv.Atoi(pidText)
-	if !ok || name == address || strings.ContainsRune(name, '/') || err != nil || pid <= 0 {
+func shmEndpointGone(a ofi.Address) bool {
+	name, pid, ok := a.ShmRegion()
+	if !ok {
 		return false
 	}
 	if unix.Kill(pid, 0) == unix.ESRCH {
@@ -187,7 +185,7 @@ func shmEndpointGone(address string) bool {
 	if _, err := os.Stat("/dev/shm/" + name); !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	maps, err := os.ReadFile("/proc/" + pidText + "/maps")
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist) // the process went meanwhile
 	}

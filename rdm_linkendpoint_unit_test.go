@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/netio-go/netio/ofi"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,7 +15,10 @@ import (
 // mapped (what SIGINT leaves, with the process running on) is not gone.
 func TestShmEndpointGone(t *testing.T) {
 	name := fmt.Sprintf("%d:%d:%d", os.Getpid(), os.Getuid(), 1<<30)
-	addr := "fi_shm://" + name + "\x00"
+	addr, err := ofi.ParseAddress("fi_shm://" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := "/dev/shm/" + name
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -45,12 +49,19 @@ func TestShmEndpointGone(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Skip(err)
 	}
-	dead := fmt.Sprintf("fi_shm://%d:%d:0\x00", cmd.Process.Pid, os.Getuid())
+	dead, err := ofi.ParseAddress(fmt.Sprintf("fi_shm://%d:%d:0", cmd.Process.Pid, os.Getuid()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !shmEndpointGone(dead) {
 		t.Fatalf("%q, of a process that exited: not gone", dead)
 	}
-	for _, bad := range []string{"fi_shm://", "fi_shm://x:0:0", "fi_shm://-1:0:0", "fi_shm://1/../2:0:0", "127.0.0.1:80"} {
-		if shmEndpointGone(bad) {
+	for _, bad := range []string{"fi_shm://x:0:0", "fi_shm://-1:0:0", "fi_shm://1/../2:0:0", "fi_sockaddr_in://127.0.0.1:80"} {
+		a, err := ofi.ParseAddress(bad)
+		if err != nil {
+			continue
+		}
+		if shmEndpointGone(a) {
 			t.Errorf("%q: gone", bad)
 		}
 	}

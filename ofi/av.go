@@ -194,9 +194,7 @@ func (v *AV) Insert(a Address) (FIAddr, error) {
 	if n != 1 {
 		return AddrNotAvail, &Error{Op: "fi_av_insert", Err: Errno(C.FI_EADDRNOTAVAIL)}
 	}
-	if a.format == AddrFormatStr && strings.HasPrefix(a.raw, "fi_shm://") {
-		v.watch(a, FIAddr(out))
-	}
+	v.watch(a, FIAddr(out)) // shm peers of other processes only
 	return FIAddr(out), nil
 }
 

@@ -46,6 +46,7 @@ func GetRDMInfo(h RDMHints) (*InfoList, error)                         { return 
 func ParseAddress(s string) (Address, error)                           { return Address{}, errUnsupported }
 func (a Address) String() string                                       { return "" }
 func (a Address) AddrPort() (netip.AddrPort, bool)                     { return netip.AddrPort{}, false }
+func (a Address) ShmRegion() (name string, pid int, ok bool)           { return "", 0, false }
 func (i *Info) Tagged() bool                                           { return false }
 func (i *Info) OrderedSends() bool                                     { return false }
 func (d *Domain) OpenRDMCQ(size, contexts int) (*RDMCQ, error)         { return nil, errUnsupported }

@@ -22,8 +22,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -65,10 +63,8 @@ type shmPeerGuard struct {
 // of this process (its lock is ours), a region of another layout, no
 // /dev/shm.
 func openShmGuard(a Address) *shmPeerGuard {
-	name := strings.TrimSuffix(strings.TrimPrefix(a.raw, "fi_shm://"), "\x00")
-	pidText, _, ok := strings.Cut(name, ":")
-	pid, err := strconv.Atoi(pidText)
-	if a.format != AddrFormatStr || name == a.raw || !ok || err != nil || pid <= 0 || pid == os.Getpid() || strings.ContainsRune(name, '/') {
+	name, pid, ok := a.ShmRegion()
+	if !ok || pid == os.Getpid() {
 		return nil
 	}
 	fd, err := unix.Open("/dev/shm/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -127,7 +123,10 @@ var errPeerStuck = fmt.Errorf("%w (the shm peer's process exited holding its reg
 // process, and never lets it go: what a process killed while reading its
 // queue leaves. For tests.
 func holdShmLock(a Address) error {
-	name := strings.TrimSuffix(strings.TrimPrefix(a.raw, "fi_shm://"), "\x00")
+	name, _, ok := a.ShmRegion()
+	if !ok {
+		return fmt.Errorf("ofi: %v is not an shm address", a)
+	}
 	fd, err := unix.Open("/dev/shm/"+name, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err

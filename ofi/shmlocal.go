@@ -3,8 +3,8 @@
 package ofi
 
 import (
-	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,16 +17,24 @@ import (
 // insert naming any other address of this process is refused, as a closed
 // port refuses a connection.
 var shmLocal struct {
-	mu     sync.Mutex
-	prefix string          // "fi_shm://<pid>:<uid>:", this process's names
-	open   map[string]bool // raw addresses of this process's open endpoints
+	mu   sync.Mutex
+	open map[string]bool // raw addresses of this process's open endpoints
 }
 
-func shmLocalPrefix() string {
-	if shmLocal.prefix == "" {
-		shmLocal.prefix = fmt.Sprintf("fi_shm://%d:%d:", os.Getpid(), os.Getuid())
+// ShmRegion returns, for an shm address (fi_shm://<pid>:<uid>:<index>),
+// the name of its region in /dev/shm and the pid of the process that made
+// it; ok is false for any other address.
+func (a Address) ShmRegion() (name string, pid int, ok bool) {
+	if a.format != AddrFormatStr {
+		return "", 0, false
 	}
-	return shmLocal.prefix
+	name, ok = strings.CutPrefix(strings.TrimRight(a.raw, "\x00"), "fi_shm://")
+	pidText, _, cut := strings.Cut(name, ":")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || !cut || err != nil || pid <= 0 || strings.ContainsRune(name, '/') {
+		return "", 0, false
+	}
+	return name, pid, true
 }
 
 // shmOpened records the name of an shm endpoint of this process.
@@ -49,10 +57,10 @@ func shmClosed(a Address) {
 // shmClosedLocal reports whether a names an shm endpoint of this process
 // that is not open (closed, or never opened).
 func shmClosedLocal(a Address) bool {
-	if a.format != AddrFormatStr || !strings.HasPrefix(a.raw, "fi_shm://") {
+	if _, pid, ok := a.ShmRegion(); !ok || pid != os.Getpid() {
 		return false
 	}
 	shmLocal.mu.Lock()
 	defer shmLocal.mu.Unlock()
-	return strings.HasPrefix(a.raw, shmLocalPrefix()) && !shmLocal.open[a.raw]
+	return !shmLocal.open[a.raw]
 }
