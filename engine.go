@@ -399,7 +399,8 @@ func (f *fabricRes) readEvents() (got bool) {
 
 // Poll drives the completion queues used since the last sleep; libfabric's
 // tcp provider makes progress only inside such calls. It also looks for
-// writers that paused with a page open.
+// writers that paused with a page open. Heartbeats received do not count
+// as work: they start no spin of the reactor.
 func (e *engine) Poll() bool {
 	busy := false
 	if len(e.idle) > 0 {
@@ -422,11 +423,11 @@ func (e *engine) Poll() bool {
 		}
 		worked := d.pollCQ()
 		if worked {
-			busy = true
+			busy = busy || !d.onlyBeats()
 			e.pollUrgent()
 		}
 		if d.postDeferred() {
-			worked = true
+			worked, busy = true, true
 			e.pollUrgent()
 		}
 		if worked {
@@ -489,7 +490,8 @@ func (e *engine) pruneQuiet() {
 	e.dirty = e.dirty[:kept]
 }
 
-// pollUrgent polls the busy links whose traffic is latency-sensitive.
+// pollUrgent polls the busy links whose traffic is latency-sensitive and
+// reports whether they did work other than receive heartbeats.
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
@@ -498,13 +500,13 @@ func (e *engine) pollUrgent() bool {
 			continue
 		}
 		worked := d.pollCQ()
+		busy = busy || worked && !d.onlyBeats()
 		// What the owner wrote goes now, not when its kick comes up
 		// in the task ring, behind the bulk links' turns.
 		if d.postWritten() {
-			worked = true
+			worked, busy = true, true
 		}
 		if worked {
-			busy = true
 			e.worked(i, d)
 		}
 	}

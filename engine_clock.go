@@ -23,17 +23,25 @@ type timed = deadline.Entry[func(now time.Time)]
 // Its thread only.
 type clock struct {
 	q     deadline.Queue[func(now time.Time)]
+	r     *reactor.Reactor
 	timer *reactor.Timer
 	armed time.Time // when timer fires; zero if stopped
 	busy  bool      // run is running: it arms the timer when done
 	due   []*timed  // run's batch, kept for its capacity
+	quiet int       // entries of run's batch that called background
 }
 
 // open makes the clock's timer on r; on r's thread, before any deadline.
 func (c *clock) open(r *reactor.Reactor) (err error) {
+	c.r = r
 	c.timer, err = r.NewTimer(c.run)
 	return err
 }
+
+// background is called by an entry's function that did only background
+// work (a heartbeat sent or checked): a batch of such entries alone starts
+// no spin of the reactor (reactor.Reactor.Background).
+func (c *clock) background() { c.quiet++ }
 
 func (c *clock) close() { c.timer.Close() }
 
@@ -78,11 +86,17 @@ func (c *clock) run() {
 	c.armed, c.busy = time.Time{}, true
 	now := time.Now()
 	c.due = c.q.PopDue(now, c.due[:0])
+	ran := 0
+	c.quiet = 0
 	for i, t := range c.due {
 		c.due[i] = nil
 		if t.Take() {
+			ran++
 			t.Value(now)
 		}
+	}
+	if c.quiet == ran {
+		c.r.Background()
 	}
 	c.busy = false
 	if next, ok := c.q.Next(); ok {

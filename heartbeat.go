@@ -197,6 +197,7 @@ func (l *link) stopBeat() {
 // onBeatSend is l's send check: a heartbeat goes if l may have sent
 // nothing for its interval (less what spreads the links).
 func (l *link) onBeatSend(now time.Time) {
+	l.eng.clock.background()
 	hb := &l.hb
 	if sent := l.sentCount(); sent != hb.sent {
 		// It may have gone right after the last check: so no gap exceeds
@@ -222,6 +223,7 @@ func (l *link) onBeatSend(now time.Time) {
 // onBeatCheck ends l if its peer has been silent for the timeout, and
 // otherwise moves the check to the timeout after the last thing heard.
 func (l *link) onBeatCheck(now time.Time) {
+	l.eng.clock.background()
 	hb := &l.hb
 	if now.Sub(hb.check.At()) > hb.timeout/2 {
 		// The clock ran this late: this process did not run (stopped, or

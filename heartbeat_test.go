@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -483,4 +484,40 @@ func TestHeartbeatStoppedSubscriber(t *testing.T) {
 func waitPublished(t *testing.T, p *netio.Publisher, n uint64) {
 	t.Helper()
 	eventually(t, "published "+strconv.FormatUint(n, 10), func() bool { return p.Stats().Published >= n })
+}
+
+// Heartbeats are background work for the reactor: an idle connection that
+// beats every 10 ms wakes it for each beat, and it sleeps again without a
+// spin of polling, so that a process with many idle connections does not
+// poll for a spin after every beat of theirs. Any other wake-up is followed
+// by at least one spin round, so spins are at least the wake-ups without
+// this.
+func TestHeartbeatsStartNoSpin(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the reactor spins only with GOMAXPROCS >= 2")
+	}
+	opts := []netio.Option{netio.WithHeartbeatInterval(10 * time.Millisecond), netio.WithHeartbeatTimeout(time.Second)}
+	ln, err := netio.Listen("tcp", "127.0.0.1:0", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := netio.Dial("tcp", ln.Addr().String(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.AcceptConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventually(t, "the reactor asleep", reactorAsleep)
+	before := netio.ReactorStats()
+	eventually(t, "50 wake-ups for heartbeats", func() bool { return netio.ReactorStats().Wakeups-before.Wakeups >= 50 })
+	after := netio.ReactorStats()
+	wakes, spins := after.Wakeups-before.Wakeups, after.Spins-before.Spins
+	if 2*spins > wakes {
+		t.Errorf("%d spin rounds in %d wake-ups of an idle connection's heartbeats; want (almost) none", spins, wakes)
+	}
 }

@@ -29,10 +29,14 @@ type cqHandler link
 // A link already in the engine's busy list is read by the engine's poll in
 // its turn (bulk links after latency-sensitive ones, one slice each): here
 // it is only re-armed, if it is quiet.
+//
+// Heartbeats alone are background work for the reactor: they start no spin
+// (a link listed is the engine poll's to judge, in this round).
 func (h *cqHandler) HandleEvents(uint32) {
 	l := (*link)(h)
 	if l.dirty {
 		l.res.fab.fabric.TryWait(&l.res.cqWait)
+		l.eng.r.Background()
 		return
 	}
 	l.polling = true
@@ -44,6 +48,9 @@ func (h *cqHandler) HandleEvents(uint32) {
 	}
 	if !quiet && l.ending == 0 {
 		l.eng.markDirty(l) // still busy: the poller takes it from here
+	}
+	if l.onlyBeats() && l.ending == 0 {
+		l.eng.r.Background()
 	}
 	l.endLoop()
 }

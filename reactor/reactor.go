@@ -19,6 +19,10 @@
 //   - Pollers are sources that progress only when called (libfabric's
 //     manual progress): they are polled on every iteration and asked
 //     (TryWait, libfabric's fi_trywait) whether sleeping is safe.
+//   - Work that predicts no more (a heartbeat sent or received, a timer
+//     with nothing to follow) starts no spin: a handler says so with
+//     Background, a poller by reporting no work. So that a process with
+//     many idle connections does not poll for a spin after every beat.
 //
 // Callbacks (OnInit, Task.Run, Handler.HandleEvents, Poller methods, timer
 // and signal callbacks, functions passed to Call) run on the reactor thread,
@@ -132,7 +136,9 @@ type Handler interface {
 // (typically a pointer) so that RemovePoller can find it.
 type Poller interface {
 	// Poll makes progress without blocking and reports whether it did any
-	// work. It is called on every loop iteration while the loop is busy or
+	// work that more may follow soon, for which the loop keeps polling for
+	// Config.Spin (background work, like a heartbeat, need not count). It
+	// is called on every loop iteration while the loop is busy or
 	// spinning, and after every wake from epoll_wait.
 	Poll() bool
 
@@ -220,6 +226,8 @@ type Reactor struct {
 	epoch   time.Time
 	now     time.Duration // the round's clock, since epoch (clock.go)
 	round   uint64        // the rounds counted so far
+	// background is set by Background during a handler's call.
+	background bool
 
 	// Timers and signals not closed yet, closed by Close.
 	ownMu  sync.Mutex
@@ -335,8 +343,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 	idleSince := time.Duration(-1) // since r.epoch; -1: busy
 	for !r.stopping.Load() {
 		active := r.runTasks()
-		if n := r.wait(0); n > 0 {
-			r.dispatch(n)
+		if n := r.wait(0); n > 0 && r.dispatch(n) {
 			active = true
 		}
 		r.tick()
@@ -389,7 +396,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.inWait.Store(false)
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
-		r.dispatch(n)
+		fg := r.dispatch(n)
 		r.tick()
 		worked := r.poll()
 		if timed {
@@ -399,6 +406,12 @@ func (r *Reactor) loop(started chan<- struct{}) {
 				// (with a longer timer), without a spin.
 				continue
 			}
+		}
+		if !fg && !worked {
+			// Woken for background work only: sleep again as soon
+			// as a round finds nothing, without a spin (idleSince
+			// is still the start of the spin before this sleep).
+			continue
 		}
 		idleSince = -1
 	}
@@ -455,17 +468,21 @@ func (r *Reactor) wait(msec int) int {
 }
 
 // dispatch delivers the first n collected events. A slot is re-read for
-// every event, since a handler may unregister or register descriptors.
-func (r *Reactor) dispatch(n int) {
+// every event, since a handler may unregister or register descriptors. It
+// reports whether any was foreground work: the doorbell (tasks follow), the
+// blind timer, or a handler that did not call Background.
+func (r *Reactor) dispatch(n int) (fg bool) {
 	for i := 0; i < n; i++ {
 		ev := &r.events[i]
 		s := ev.Fd
 		if s == bellSlot {
 			unix.Read(r.bellfd, r.scratch[:]) // reset; EAGAIN is fine
+			fg = true
 			continue
 		}
 		if s == idleSlot {
 			r.blindFired()
+			fg = true
 			continue
 		}
 		if int(s) >= len(r.slots) {
@@ -475,9 +492,22 @@ func (r *Reactor) dispatch(n int) {
 		if sl.h == nil || sl.gen != ev.Pad {
 			continue // unregistered during this batch
 		}
+		r.background = false
 		sl.h.HandleEvents(ev.Events)
+		if !r.background {
+			fg = true
+		}
 	}
+	return fg
 }
+
+// Background tells the loop that the handler now running did only
+// background work: work that predicts no more soon (a heartbeat sent or
+// received, a timer with nothing to follow). Such work starts no spin, so
+// a reactor woken for it sleeps again as soon as a round finds nothing,
+// and one already spinning counts its spin on. Reactor thread only, from
+// Handler.HandleEvents (a timer's or signal's callback included).
+func (r *Reactor) Background() { r.background = true }
 
 // runTasks runs at most one batch from the ring, then the overflow list if
 // it is not empty, and reports whether any task ran.

@@ -4,6 +4,7 @@ package reactor
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"sync"
@@ -1068,4 +1069,43 @@ func TestNoLostWakeup(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds: %+v", rounds, r.Stats())
+}
+
+// Work a handler calls background (a heartbeat) wakes a sleeping loop but
+// starts no spin: the loop sleeps again as soon as a round finds nothing.
+// Any other handler's work is followed by a spin, as before.
+func TestBackgroundWorkStartsNoSpin(t *testing.T) {
+	for _, background := range []bool{true, false} {
+		t.Run(fmt.Sprintf("background=%v", background), func(t *testing.T) {
+			r := newReactor(t, &Config{Spin: 20 * time.Millisecond})
+			ran := make(chan struct{}, 1)
+			s, err := r.NewSignal(func() {
+				if background {
+					r.Background()
+				}
+				ran <- struct{}{}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			asleep := func() bool { st := r.Stats(); return st.Sleeps > st.Wakeups }
+			eventually(t, hangTimeout, "the loop asleep", asleep)
+			before := r.Stats()
+			if err := s.Fire(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, ran, "the signal's callback")
+			eventually(t, hangTimeout, "the loop asleep again", func() bool {
+				return asleep() && r.Stats().Sleeps > before.Sleeps
+			})
+			spins := r.Stats().Spins - before.Spins
+			if background && spins != 0 {
+				t.Errorf("%d spin rounds after background work; want none", spins)
+			}
+			if !background && spins == 0 {
+				t.Error("no spin after foreground work")
+			}
+		})
+	}
 }
