@@ -20,17 +20,18 @@ import (
 type engine struct {
 	r *reactor.Reactor
 
-	fabrics   map[string]*fabricRes // by provider and fabric name
-	targets   map[uint64]eqTarget   // endpoint tokens, for EQ events
-	nextToken uint64
-	dirty     []busyLink    // links whose CQ was used since the last fi_trywait
-	one       ofi.WaitList  // one link's queue, for pruneQuiet
-	idle      []idleWatcher // open pages watched for a pause of their writer
-	idleTick  timed         // a sleeping reactor's next look for paused writers
-	nextIdle  time.Time     // Poll looks for paused writers from then on
-	refs      int           // guarded by engines.mu
-	cqBuf     [64]ofi.Completion
-	segBuf    []ofi.Segment
+	fabrics    map[string]*fabricRes // by provider and fabric name
+	targets    map[uint64]eqTarget   // endpoint tokens, for EQ events
+	nextToken  uint64
+	dirty      []busyLink    // links whose CQ was used since the last fi_trywait
+	one        ofi.WaitList  // one link's queue, for pruneQuiet
+	heardBeats bool          // Poll read links that had only received heartbeats
+	idle       []idleWatcher // open pages watched for a pause of their writer
+	idleTick   timed         // a sleeping reactor's next look for paused writers
+	nextIdle   time.Time     // Poll looks for paused writers from then on
+	refs       int           // guarded by engines.mu
+	cqBuf      [64]ofi.Completion
+	segBuf     []ofi.Segment
 
 	clock clock // every deadline, on one timer (engine_clock.go)
 
@@ -399,10 +400,11 @@ func (f *fabricRes) readEvents() (got bool) {
 
 // Poll drives the completion queues used since the last sleep; libfabric's
 // tcp provider makes progress only inside such calls. It also looks for
-// writers that paused with a page open. Heartbeats received do not count
-// as work: they start no spin of the reactor.
+// writers that paused with a page open. Heartbeats received are background
+// work (reactor.Reactor.Background), not work it reports.
 func (e *engine) Poll() bool {
 	busy := false
+	e.heardBeats = false
 	if len(e.idle) > 0 {
 		// Not on every round: each look is a CAS on the writer's send
 		// gate, and a writer in full flow would pay for the cache line
@@ -423,7 +425,7 @@ func (e *engine) Poll() bool {
 		}
 		worked := d.pollCQ()
 		if worked {
-			busy = busy || !d.onlyBeats()
+			e.countWork(d, &busy)
 			e.pollUrgent()
 		}
 		if d.postDeferred() {
@@ -435,7 +437,20 @@ func (e *engine) Poll() bool {
 		}
 	}
 	e.pruneQuiet()
+	if e.heardBeats {
+		e.r.Background()
+	}
 	return busy
+}
+
+// countWork counts what d's pollCQ read: work, or background work if all
+// d did since it joined the busy list was receive heartbeats.
+func (e *engine) countWork(d driven, busy *bool) {
+	if d.onlyBeats() {
+		e.heardBeats = true
+	} else {
+		*busy = true
+	}
 }
 
 // worked restarts the quiet count of d, which was at i in the busy list
@@ -491,7 +506,7 @@ func (e *engine) pruneQuiet() {
 }
 
 // pollUrgent polls the busy links whose traffic is latency-sensitive and
-// reports whether they did work other than receive heartbeats.
+// reports whether they did work other than receive heartbeats (countWork).
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
@@ -500,7 +515,9 @@ func (e *engine) pollUrgent() bool {
 			continue
 		}
 		worked := d.pollCQ()
-		busy = busy || worked && !d.onlyBeats()
+		if worked {
+			e.countWork(d, &busy)
+		}
 		// What the owner wrote goes now, not when its kick comes up
 		// in the task ring, behind the bulk links' turns.
 		if d.postWritten() {

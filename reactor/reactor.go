@@ -20,9 +20,9 @@
 //     manual progress): they are polled on every iteration and asked
 //     (TryWait, libfabric's fi_trywait) whether sleeping is safe.
 //   - Work that predicts no more (a heartbeat sent or received, a timer
-//     with nothing to follow) starts no spin: a handler says so with
-//     Background, a poller by reporting no work. So that a process with
-//     many idle connections does not poll for a spin after every beat.
+//     with nothing to follow) starts no spin when it wakes the loop
+//     (Background), so that a process with many idle connections does not
+//     poll for a spin after every beat of theirs.
 //
 // Callbacks (OnInit, Task.Run, Handler.HandleEvents, Poller methods, timer
 // and signal callbacks, functions passed to Call) run on the reactor thread,
@@ -136,10 +136,10 @@ type Handler interface {
 // (typically a pointer) so that RemovePoller can find it.
 type Poller interface {
 	// Poll makes progress without blocking and reports whether it did any
-	// work that more may follow soon, for which the loop keeps polling for
-	// Config.Spin (background work, like a heartbeat, need not count). It
-	// is called on every loop iteration while the loop is busy or
-	// spinning, and after every wake from epoll_wait.
+	// work (background work, like a heartbeat, may be told with
+	// Reactor.Background instead). It is called on every loop iteration
+	// while the loop is busy or spinning, and after every wake from
+	// epoll_wait.
 	Poll() bool
 
 	// TryWait is called right before the reactor sleeps in epoll_wait(-1)
@@ -226,8 +226,8 @@ type Reactor struct {
 	epoch   time.Time
 	now     time.Duration // the round's clock, since epoch (clock.go)
 	round   uint64        // the rounds counted so far
-	// background is set by Background during a handler's call.
-	background bool
+	background bool // Background was called by the running handler or poller
+	bgRound    bool // some handler or poller of this round did background work
 
 	// Timers and signals not closed yet, closed by Close.
 	ownMu  sync.Mutex
@@ -341,13 +341,23 @@ func (r *Reactor) loop(started chan<- struct{}) {
 	}
 
 	idleSince := time.Duration(-1) // since r.epoch; -1: busy
+	// bgWake: the last wake-up found only background work, and nothing
+	// else came since. Background work then starts no spin; during a spin
+	// that other work started it counts as work, as it took part of it.
+	bgWake := false
 	for !r.stopping.Load() {
+		r.bgRound = false
 		active := r.runTasks()
 		if n := r.wait(0); n > 0 && r.dispatch(n) {
 			active = true
 		}
 		r.tick()
 		if r.poll() {
+			active = true
+		}
+		if active {
+			bgWake = false
+		} else if r.bgRound && !bgWake {
 			active = true
 		}
 		if active {
@@ -396,6 +406,7 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.inWait.Store(false)
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
+		r.bgRound = false
 		fg := r.dispatch(n)
 		r.tick()
 		worked := r.poll()
@@ -411,8 +422,10 @@ func (r *Reactor) loop(started chan<- struct{}) {
 			// Woken for background work only: sleep again as soon
 			// as a round finds nothing, without a spin (idleSince
 			// is still the start of the spin before this sleep).
+			bgWake = true
 			continue
 		}
+		bgWake = false
 		idleSince = -1
 	}
 }
@@ -448,8 +461,12 @@ func (r *Reactor) tryWait() bool {
 func (r *Reactor) poll() bool {
 	did := false
 	for i := 0; i < len(r.pollers); i++ {
+		r.background = false
 		if r.pollers[i].Poll() {
 			did = true
+		}
+		if r.background {
+			r.bgRound = true
 		}
 	}
 	return did
@@ -494,19 +511,24 @@ func (r *Reactor) dispatch(n int) (fg bool) {
 		}
 		r.background = false
 		sl.h.HandleEvents(ev.Events)
-		if !r.background {
+		if r.background {
+			r.bgRound = true
+		} else {
 			fg = true
 		}
 	}
 	return fg
 }
 
-// Background tells the loop that the handler now running did only
+// Background tells the loop that the handler or poller now running did
 // background work: work that predicts no more soon (a heartbeat sent or
-// received, a timer with nothing to follow). Such work starts no spin, so
-// a reactor woken for it sleeps again as soon as a round finds nothing,
-// and one already spinning counts its spin on. Reactor thread only, from
-// Handler.HandleEvents (a timer's or signal's callback included).
+// received, a timer with nothing to follow). A handler that calls it did
+// only that; a poller reports other work by returning true. A loop woken
+// from its sleep for background work alone sleeps again as soon as a round
+// finds nothing, without a spin. While a spin that other work started
+// goes on, background work counts as work (it may have taken part of the
+// spin), as it always did. Reactor thread only, from Handler.HandleEvents
+// (a timer's or signal's callback included) or Poller.Poll.
 func (r *Reactor) Background() { r.background = true }
 
 // runTasks runs at most one batch from the ring, then the overflow list if
