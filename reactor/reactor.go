@@ -216,18 +216,18 @@ type Reactor struct {
 	cleanupOnce sync.Once
 
 	// Reactor-thread state.
-	events  []epollEvent
-	slots   []slot
-	free    []int32
-	fdSlot  map[int]int32
-	pollers []Poller
-	blind   blindSleep
-	scratch [8]byte
-	epoch   time.Time
-	now     time.Duration // the round's clock, since epoch (clock.go)
-	round   uint64        // the rounds counted so far
-	background bool // Background was called by the running handler or poller
-	bgRound    bool // some handler or poller of this round did background work
+	events     []epollEvent
+	slots      []slot
+	free       []int32
+	fdSlot     map[int]int32
+	pollers    []Poller
+	blind      blindSleep
+	scratch    [8]byte
+	epoch      time.Time
+	now        time.Duration // the round's clock, since epoch (clock.go)
+	round      uint64        // the rounds counted so far
+	background bool          // Background was called by the running handler or poller
+	bgRound    bool          // some handler or poller of this round did background work
 
 	// Timers and signals not closed yet, closed by Close.
 	ownMu  sync.Mutex
