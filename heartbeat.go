@@ -34,7 +34,11 @@ import (
 // something, and the check deadline, when it comes, moves to that time
 // plus the timeout unless the peer is overdue. Links' first send checks are
 // spread over half an interval, and each later one comes up to an eighth of
-// an interval early, so links set up together do not beat together.
+// an interval early, so links set up together do not beat all at once; every
+// deadline is then rounded up to a grain of 1/64 of the interval (beatAt), so
+// that the reactor wakes once a grain for all the links due in it. Sent,
+// received and checked heartbeats are background work for the reactor: they
+// start no spin of polling when they wake it (reactor.Reactor.Background).
 //
 // A heartbeat's msgLen is the sender's timeout in milliseconds (0: it
 // checks nothing), so that a peer configured to send less often than this
@@ -162,6 +166,34 @@ func (l *link) sendHeartbeat() {
 // sentCount is what l has sent, data and control messages.
 func (l *link) sentCount() uint64 { return l.stats.buffersSent.Load() + l.res.ctl.sent }
 
+// beatAt sets one of l's heartbeat deadlines, rounded up to a multiple of
+// a grain of 1/64 of the interval (at most clockSlack, the lateness the
+// clock allows anyway): the deadlines of links with the same interval
+// then fall on the same instants and run in one wake-up of the reactor,
+// however many links there are (64 a second at most for 1 s heartbeats).
+func (l *link) beatAt(t *timed, when time.Time) {
+	period := l.hb.every
+	if period == 0 {
+		period = l.hb.timeout
+	}
+	l.eng.clock.at(t, beatGrainUp(when, period))
+}
+
+// beatGrainUp rounds when up to a multiple of period/64 (at most
+// clockSlack) since beatEpoch.
+func beatGrainUp(when time.Time, period time.Duration) time.Time {
+	g := min(period/64, clockSlack)
+	if g <= 0 {
+		return when
+	}
+	off := when.Sub(beatEpoch)
+	return beatEpoch.Add((off + g - 1) / g * g)
+}
+
+// beatEpoch is where the heartbeat grains start (with Go's monotonic
+// reading, as the other deadlines have).
+var beatEpoch = time.Now()
+
 // beatSpread is up to d, at random: how much earlier than due a send check
 // comes, so that links do not fall into step.
 func beatSpread(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }
@@ -176,11 +208,11 @@ func (l *link) watchBeat() {
 		hb.heardAt = now
 		hb.sent, hb.sentAt, hb.checked = l.sentCount(), now, now
 		if hb.timeout > 0 {
-			l.eng.clock.at(&hb.check, now.Add(hb.timeout))
+			l.beatAt(&hb.check, now.Add(hb.timeout))
 		}
 	}
 	hb.due = now.Add(hb.every - beatSpread(hb.every/2))
-	l.eng.clock.at(&hb.send, hb.due)
+	l.beatAt(&hb.send, hb.due)
 }
 
 // stopBeat takes l's heartbeat deadlines off the clock. On the reactor.
@@ -211,13 +243,13 @@ func (l *link) onBeatSend(now time.Time) {
 		if hb.pending {
 			// No credit or slot: service sends it when one comes back;
 			// look again in half an interval meanwhile.
-			l.eng.clock.at(&hb.send, now.Add(hb.every/2))
+			l.beatAt(&hb.send, now.Add(hb.every/2))
 			return
 		}
 		hb.sent, hb.sentAt = l.sentCount(), now
 		hb.due = now.Add(hb.every - beatSpread(hb.every/8))
 	}
-	l.eng.clock.at(&hb.send, hb.due)
+	l.beatAt(&hb.send, hb.due)
 }
 
 // onBeatCheck ends l if its peer has been silent for the timeout, and
@@ -241,7 +273,7 @@ func (l *link) onBeatCheck(now time.Time) {
 			// endpoint's to read, in its Poll, which follows in this round
 			// (a process resumed after a stop has them waiting).
 			hb.second = true
-			l.eng.clock.at(&hb.check, now.Add(minBeatInterval))
+			l.beatAt(&hb.check, now.Add(minBeatInterval))
 			return
 		}
 		if now.Sub(hb.heardAt) >= hb.timeout {
@@ -250,7 +282,7 @@ func (l *link) onBeatCheck(now time.Time) {
 		}
 	}
 	hb.second = false
-	l.eng.clock.at(&hb.check, hb.heardAt.Add(hb.timeout))
+	l.beatAt(&hb.check, hb.heardAt.Add(hb.timeout))
 }
 
 // peerTimeoutError is ErrPeerTimeout with the time waited: it matches
