@@ -3,6 +3,7 @@ package netio
 import (
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -627,12 +628,13 @@ func (e *engine) markDirty(d driven) {
 	}
 }
 
-// forget drops d from the busy list.
+// forget drops d from the busy list. It looks from the end, where a link
+// listed in the current round is.
 func (e *engine) forget(d driven) {
 	if d.setDirty(false) {
-		for i, x := range e.dirty {
-			if x.d == d {
-				e.dirty = append(e.dirty[:i], e.dirty[i+1:]...)
+		for i := len(e.dirty) - 1; i >= 0; i-- {
+			if e.dirty[i].d == d {
+				e.dirty = slices.Delete(e.dirty, i, i+1)
 				break
 			}
 		}

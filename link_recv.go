@@ -51,6 +51,11 @@ func (h *cqHandler) HandleEvents(uint32) {
 	}
 	if l.onlyBeats() && l.ending == 0 {
 		l.eng.r.Background()
+		if quiet && l.settled() {
+			// A heartbeat, and the queue armed after it: nothing
+			// follows, so the busy list need not read it again.
+			l.eng.forget(l)
+		}
 	}
 	l.endLoop()
 }
