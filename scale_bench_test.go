@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/netio-go/netio"
 )
@@ -19,7 +20,7 @@ import (
 // publisher fanning out to many subscribers, and the byte-stream Read of
 // large messages beside net.TCPConn's.
 //
-//	go test -run '^$' -bench 'RoundTripIdle|PubSubFanout|StreamRead' -benchmem .
+//	go test -run '^$' -bench 'RoundTripIdle|IdleConnections|PubSubFanout|StreamRead' -benchmem .
 
 // BenchmarkRoundTripIdle is a 64-byte round trip through Write and
 // io.ReadFull (the net.Conn way) on one connection while 0, 100 and 1,000
@@ -74,6 +75,40 @@ func roundTripIdle(b *testing.B, mode netio.Mode) {
 			}
 		})
 	}
+}
+
+// BenchmarkIdleConnections is what 1,000 idle LowLatency connections of
+// one process (both ends, so 2,000 sides beating once a second) cost while
+// nothing else runs: each op is 100 ms of idleness; it reports the
+// process's CPU per second and the reactor's wake-ups and spin rounds per
+// second. Run with -benchtime 30x or more.
+func BenchmarkIdleConnections(b *testing.B) {
+	idle := &idleSet{}
+	b.Cleanup(idle.close)
+	old := netio.SetMaxRegisteredMemory(1 << 40)
+	b.Cleanup(func() { netio.SetMaxRegisteredMemory(old) })
+	ln, err := netio.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	needFiles(b, 8*2*1000+256)
+	if err := idle.grow(ln, 1000, netio.LowLatency); err != nil {
+		b.Fatal(err)
+	}
+	// Past the first heartbeats, which the set-up spreads over half an
+	// interval.
+	time.Sleep(2 * time.Second)
+	b.ResetTimer()
+	cpu, st, start := processCPU(), netio.ReactorStats(), time.Now()
+	for range b.N {
+		time.Sleep(100 * time.Millisecond)
+	}
+	secs := time.Since(start).Seconds()
+	after := netio.ReactorStats()
+	b.ReportMetric(float64(processCPU()-cpu)/1e6/secs, "cpu-ms/s")
+	b.ReportMetric(float64(after.Wakeups-st.Wakeups)/secs, "wakeups/s")
+	b.ReportMetric(float64(after.Spins-st.Spins)/secs, "spins/s")
 }
 
 // idleSet holds connections that were used once and then left alone.
