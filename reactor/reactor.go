@@ -526,8 +526,8 @@ func (r *Reactor) dispatch(n int) (fg bool) {
 // only that; a poller reports other work by returning true. A loop woken
 // from its sleep for background work alone sleeps again as soon as a round
 // finds nothing, without a spin. While a spin that other work started
-// goes on, background work counts as work (it may have taken part of the
-// spin), as it always did. Reactor thread only, from Handler.HandleEvents
+// goes on, background work counts as work: it may have taken part of the
+// spin. Reactor thread only, from Handler.HandleEvents
 // (a timer's or signal's callback included) or Poller.Poll.
 func (r *Reactor) Background() { r.background = true }
 
