@@ -426,7 +426,7 @@ func (e *engine) Poll() bool {
 		}
 		worked := d.pollCQ()
 		if worked {
-			e.countWork(d, &busy)
+			busy = e.foreground(d) || busy
 			e.pollUrgent()
 		}
 		if d.postDeferred() {
@@ -444,14 +444,15 @@ func (e *engine) Poll() bool {
 	return busy
 }
 
-// countWork counts what d's pollCQ read: work, or background work if all
-// d did since it joined the busy list was receive heartbeats.
-func (e *engine) countWork(d driven, busy *bool) {
+// foreground reports whether what d's pollCQ read is work to report, and
+// notes background work instead if all d did since it joined the busy list
+// was receive heartbeats.
+func (e *engine) foreground(d driven) bool {
 	if d.onlyBeats() {
 		e.heardBeats = true
-	} else {
-		*busy = true
+		return false
 	}
+	return true
 }
 
 // worked restarts the quiet count of d, which was at i in the busy list
@@ -507,7 +508,7 @@ func (e *engine) pruneQuiet() {
 }
 
 // pollUrgent polls the busy links whose traffic is latency-sensitive and
-// reports whether they did work other than receive heartbeats (countWork).
+// reports whether they did work other than receive heartbeats (foreground).
 func (e *engine) pollUrgent() bool {
 	busy := false
 	for i := 0; i < len(e.dirty); i++ {
@@ -517,7 +518,7 @@ func (e *engine) pollUrgent() bool {
 		}
 		worked := d.pollCQ()
 		if worked {
-			e.countWork(d, &busy)
+			busy = e.foreground(d) || busy
 		}
 		// What the owner wrote goes now, not when its kick comes up
 		// in the task ring, behind the bulk links' turns.

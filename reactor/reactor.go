@@ -406,7 +406,6 @@ func (r *Reactor) loop(started chan<- struct{}) {
 		r.inWait.Store(false)
 		r.sleeping.Store(0)
 		r.stats.wakeups.Add(1)
-		r.bgRound = false
 		fg := r.dispatch(n)
 		r.tick()
 		worked := r.poll()
