@@ -490,8 +490,10 @@ func waitPublished(t *testing.T, p *netio.Publisher, n uint64) {
 // beats every 10 ms wakes it for each beat, and it sleeps again without a
 // spin of polling, so that a process with many idle connections does not
 // poll for a spin after every beat of theirs. Any other wake-up is followed
-// by at least one spin round, so spins are at least the wake-ups without
-// this.
+// by at least one spin round, so without this no wake-up would be clean.
+// Counted per wake-up, not per spin round, so that how many rounds fit in a
+// spin on this machine does not matter; a few wake-ups may be for other
+// work of the process.
 func TestHeartbeatsStartNoSpin(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("the reactor spins only with GOMAXPROCS >= 2")
@@ -500,12 +502,20 @@ func TestHeartbeatsStartNoSpin(t *testing.T) {
 		t.Skip("an RDM endpoint's heartbeats count as work: its peers' doorbells rely on the spin after them")
 	}
 	pair(t, netio.WithHeartbeatInterval(10*time.Millisecond), netio.WithHeartbeatTimeout(time.Second))
-	eventually(t, "the reactor asleep", reactorAsleep)
-	before := netio.ReactorStats()
-	eventually(t, "50 wake-ups for heartbeats", func() bool { return netio.ReactorStats().Wakeups-before.Wakeups >= 50 })
-	after := netio.ReactorStats()
-	wakes, spins := after.Wakeups-before.Wakeups, after.Spins-before.Spins
-	if 2*spins > wakes {
-		t.Errorf("%d spin rounds in %d wake-ups of an idle connection's heartbeats; want (almost) none", spins, wakes)
+	const wakes = 30
+	clean := 0
+	for range wakes {
+		eventually(t, "the reactor asleep", reactorAsleep)
+		before := netio.ReactorStats()
+		eventually(t, "a wake-up and sleep again", func() bool {
+			st := netio.ReactorStats()
+			return st.Sleeps > before.Sleeps && st.Sleeps > st.Wakeups
+		})
+		if netio.ReactorStats().Spins == before.Spins {
+			clean++
+		}
+	}
+	if clean < wakes/2 {
+		t.Errorf("%d of %d wake-ups of an idle connection's heartbeats went to sleep without a spin; want most", clean, wakes)
 	}
 }
